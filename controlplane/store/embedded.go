@@ -1,0 +1,59 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedConfig configures an in-process NATS server with JetStream.
+type EmbeddedConfig struct {
+	// Host to listen on. Default "127.0.0.1".
+	Host string
+	// Port to listen on; -1 picks a random free port. Default 4222.
+	Port int
+	// DataDir holds JetStream's files. Required.
+	DataDir string
+	// SyncAlways fsyncs every write before acknowledging it, as etcd does
+	// (ARCHITECTURE.md, decision 7). Default in orca-server: true.
+	SyncAlways bool
+	// ServerName names the server in NATS' own monitoring. Default "orca".
+	ServerName string
+}
+
+// StartEmbedded starts a NATS server with JetStream and waits until it
+// accepts connections (up to 10 s). Shut it down with Shutdown.
+func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("embedded nats: data directory is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Port == 0 {
+		cfg.Port = 4222
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "orca"
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		JetStream:  true,
+		StoreDir:   cfg.DataDir,
+		SyncAlways: cfg.SyncAlways,
+		NoSigs:     true,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats: not ready on %s:%d after 10s (is the port already in use?)", cfg.Host, cfg.Port)
+	}
+	return ns, nil
+}

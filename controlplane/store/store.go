@@ -1,0 +1,372 @@
+// Package store is orca's typed object store over NATS JetStream KV.
+//
+// One KV bucket per resource kind, keys "<namespace>.<name>" (see Key),
+// values are the objects' JSON, and resourceVersion is the KV revision. All
+// writes are compare-and-swap: Create fails with AlreadyExists (409), Update
+// and Delete with a stale resourceVersion fail with Conflict (409). Reads of
+// lists and watches come from one in-memory watch cache per bucket per
+// process (see watchcache.go), fed by a single NATS watcher, as the
+// Kubernetes apiserver's watch cache is fed by one etcd watch.
+//
+// Errors are *k8s.io/apimachinery/pkg/api/errors.StatusError values, so callers
+// test them with apierrors.IsNotFound, IsAlreadyExists, IsConflict and
+// IsResourceExpired (410 Gone), and the apiserver returns them unchanged.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Config is the store's configuration. The zero value is usable.
+type Config struct {
+	// Replicas is the number of stream replicas per bucket. Default 1; use 3
+	// on an external NATS cluster.
+	Replicas int
+	// WatchCacheEvents is how many past events each bucket's watch cache
+	// keeps for watches that resume from a resourceVersion. Default 4096.
+	// A watch from an older resourceVersion gets 410 Gone.
+	WatchCacheEvents int
+}
+
+// Store is the typed store. It is safe for concurrent use.
+type Store struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+
+	mu     sync.Mutex              // guards the maps below
+	kvs    map[string]jetstream.KeyValue // bucket -> handle
+	caches map[string]*watchCache  // bucket + "\x00" + filter -> cache
+}
+
+// New returns a store using the NATS connection nc. Buckets are created on
+// first use.
+func New(nc *nats.Conn, cfg Config) (*Store, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.WatchCacheEvents <= 0 {
+		cfg.WatchCacheEvents = 4096
+	}
+	return &Store{nc: nc, js: js, cfg: cfg, kvs: map[string]jetstream.KeyValue{}, caches: map[string]*watchCache{}}, nil
+}
+
+// JetStream returns the JetStream context the store uses (for the object store).
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Conn returns the NATS connection the store uses.
+func (s *Store) Conn() *nats.Conn { return s.nc }
+
+// Close stops every watch cache. The NATS connection stays open.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.caches {
+		c.stop()
+		delete(s.caches, k)
+	}
+}
+
+// bucket returns the KV bucket of r, creating it when missing.
+func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	kv, ok := s.kvs[r.Bucket()]
+	s.mu.Unlock()
+	if ok {
+		return kv, nil
+	}
+	kv, err := s.js.KeyValue(ctx, r.Bucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      r.Bucket(),
+			Description: "orca " + r.Kind + " objects, keyed <namespace>.<name>",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    s.cfg.Replicas,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: bucket %s: %w", r.Bucket(), err)
+	}
+	s.mu.Lock()
+	s.kvs[r.Bucket()] = kv
+	s.mu.Unlock()
+	return kv, nil
+}
+
+// Encode returns the stored form of obj: its JSON with apiVersion and kind
+// set and resourceVersion cleared (the revision is the resourceVersion),
+// except for projections, which keep their source's resourceVersion.
+func Encode(r Resource, obj Object) ([]byte, error) {
+	rv := obj.GetResourceVersion()
+	if !r.Projection {
+		obj.SetResourceVersion("")
+		defer obj.SetResourceVersion(rv)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
+	return json.Marshal(obj)
+}
+
+// Decode parses a stored value and sets its resourceVersion to rev
+// (projections keep theirs).
+func Decode(r Resource, data []byte, rev uint64) (Object, error) {
+	obj := r.New()
+	if err := json.Unmarshal(data, obj); err != nil {
+		return nil, fmt.Errorf("store: decode %s at revision %d: %w", r.Kind, rev, err)
+	}
+	if !r.Projection {
+		obj.SetResourceVersion(strconv.FormatUint(rev, 10))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
+	return obj, nil
+}
+
+// ParseResourceVersion parses a resourceVersion. "" and "0" give 0.
+// A malformed value is a 400 BadRequest.
+func ParseResourceVersion(rv string) (uint64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q: not a decimal revision", rv))
+	}
+	return n, nil
+}
+
+func (s *Store) key(r Resource, namespace, name string) string {
+	if !r.Namespaced {
+		namespace = ""
+	}
+	return Key(namespace, name)
+}
+
+// Get returns the object namespace/name (namespace is ignored for
+// cluster-scoped kinds), read from NATS, not from a cache. Returns NotFound.
+func (s *Store) Get(ctx context.Context, r Resource, namespace, name string) (Object, error) {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, s.key(r, namespace, name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, apierrors.NewNotFound(r.GroupResource(), name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get %s %s/%s: %w", r.Kind, namespace, name, err)
+	}
+	return Decode(r, e.Value(), e.Revision())
+}
+
+// Create stores a new object and returns it with its resourceVersion set.
+// Returns AlreadyExists when the key holds an object.
+func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, error) {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	data, err := Encode(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := kv.Create(ctx, s.key(r, obj.GetNamespace(), obj.GetName()), data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, apierrors.NewAlreadyExists(r.GroupResource(), obj.GetName())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s %s/%s: %w", r.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return Decode(r, data, rev)
+}
+
+// Update replaces the object if its resourceVersion is still the stored
+// revision (compare-and-swap) and returns it with the new resourceVersion.
+// Returns NotFound when missing, Conflict when the revision moved, and
+// BadRequest when obj has no resourceVersion.
+func (s *Store) Update(ctx context.Context, r Resource, obj Object) (Object, error) {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := ParseResourceVersion(obj.GetResourceVersion())
+	if err != nil {
+		return nil, err
+	}
+	if rev == 0 {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("update %s %s/%s: metadata.resourceVersion must be set", r.Kind, obj.GetNamespace(), obj.GetName()))
+	}
+	data, err := Encode(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	key := s.key(r, obj.GetNamespace(), obj.GetName())
+	newRev, err := kv.Update(ctx, key, data, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		if _, gerr := kv.Get(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
+			return nil, apierrors.NewNotFound(r.GroupResource(), obj.GetName())
+		}
+		return nil, apierrors.NewConflict(r.GroupResource(), obj.GetName(),
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again (resourceVersion %d is stale)", rev))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: update %s %s/%s: %w", r.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return Decode(r, data, newRev)
+}
+
+// Put writes obj without a revision check. Only projections use it; API
+// objects are written with Create and Update.
+func (s *Store) Put(ctx context.Context, r Resource, key string, obj Object) error {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return err
+	}
+	data, err := Encode(r, obj)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, key, data)
+	return err
+}
+
+// DeleteKey removes key without a revision check. Only projections use it.
+func (s *Store) DeleteKey(ctx context.Context, r Resource, key string) error {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return err
+	}
+	err = kv.Delete(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Delete removes namespace/name. When resourceVersion is not "", the delete
+// happens only if it is still the stored revision (Conflict otherwise). It
+// returns the object as it was last stored. Returns NotFound when missing.
+func (s *Store) Delete(ctx context.Context, r Resource, namespace, name, resourceVersion string) (Object, error) {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	want, err := ParseResourceVersion(resourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	key := s.key(r, namespace, name)
+	for attempt := 0; ; attempt++ {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil, apierrors.NewNotFound(r.GroupResource(), name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: delete %s %s/%s: %w", r.Kind, namespace, name, err)
+		}
+		if want != 0 && e.Revision() != want {
+			return nil, apierrors.NewConflict(r.GroupResource(), name,
+				fmt.Errorf("precondition failed: resourceVersion %d, stored %d", want, e.Revision()))
+		}
+		err = kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		if err == nil {
+			return Decode(r, e.Value(), e.Revision())
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil, fmt.Errorf("store: delete %s %s/%s: %w", r.Kind, namespace, name, err)
+		}
+		// The object moved between Get and Delete; without a precondition
+		// delete the newer revision.
+		if want != 0 || attempt > 10 {
+			return nil, apierrors.NewConflict(r.GroupResource(), name, errors.New("the object was modified during delete"))
+		}
+	}
+}
+
+// List returns the objects of r in namespace ("" = all namespaces) and the
+// resourceVersion the list is consistent at. The list comes from the
+// bucket's watch cache after it has caught up with the bucket's latest
+// revision, so a List after a write sees that write.
+func (s *Store) List(ctx context.Context, r Resource, namespace string) ([]Object, uint64, error) {
+	c, err := s.cache(ctx, r, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := c.waitFresh(ctx); err != nil {
+		return nil, 0, err
+	}
+	objs, rev := c.list(namespace)
+	return objs, rev, nil
+}
+
+// Watch streams changes of r in namespace ("" = all) after resourceVersion
+// fromRV. With fromRV 0 it first sends every current object as ADDED. It
+// returns 410 Gone (apierrors.IsResourceExpired) when events after fromRV
+// are no longer kept. The watch ends when ctx ends or, for a consumer too
+// slow to keep up, by closing the channel; resume from the last seen
+// resourceVersion.
+func (s *Store) Watch(ctx context.Context, r Resource, namespace string, fromRV uint64) (*Watcher, error) {
+	return s.WatchFiltered(ctx, r, "", namespace, fromRV)
+}
+
+// WatchFiltered is Watch over only the keys matching the NATS subject
+// filter (for example "node-1.>" on NodePods); the filter is applied by the
+// NATS server.
+func (s *Store) WatchFiltered(ctx context.Context, r Resource, filter, namespace string, fromRV uint64) (*Watcher, error) {
+	c, err := s.cache(ctx, r, filter)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return c.watch(ctx, namespace, fromRV)
+}
+
+// cache returns the running watch cache for r and filter, starting it if needed.
+func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCache, error) {
+	kv, err := s.bucket(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	id := r.Bucket() + "\x00" + filter
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.caches[id]; ok && !c.stopped() {
+		return c, nil
+	}
+	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents)
+	if err := c.start(); err != nil {
+		return nil, err
+	}
+	s.caches[id] = c
+	return c, nil
+}
+
+// latestRevision returns the bucket stream's last sequence.
+func latestRevision(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	js, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo })
+	if !ok {
+		return 0, errors.New("store: bucket status has no stream info")
+	}
+	return js.StreamInfo().State.LastSeq, nil
+}

@@ -1,0 +1,349 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Event is one change seen by a Watcher.
+type Event struct {
+	// Type is watch.Added, watch.Modified, watch.Deleted, or watch.Bookmark
+	// (sent once, after the initial ADDED events of a watch from 0; Object
+	// is nil then).
+	Type watch.EventType
+	// Object is the object after the change; for Deleted, its last state
+	// with resourceVersion set to the deletion's revision. Shared with the
+	// cache: DeepCopy before modifying.
+	Object Object
+	// Revision is the bucket revision to resume a watch from after this
+	// event. For the initial ADDED events it is the snapshot's revision.
+	Revision uint64
+}
+
+// maxPending is how many undelivered events a watcher may hold beyond its
+// initial snapshot before it is closed as too slow (the consumer then
+// resumes from its last revision, or relists on 410 Gone).
+const maxPending = 8192
+
+// watchCache mirrors one bucket (optionally a subject filter of it) in
+// memory from a single NATS KV watcher, and fans its changes out to any
+// number of Watchers. It keeps the last `capacity` events so that watches
+// can resume from a recent resourceVersion.
+type watchCache struct {
+	r        Resource
+	kv       jetstream.KeyValue
+	filter   string
+	capacity int
+
+	ready  chan struct{} // closed once the initial snapshot is loaded
+	done   chan struct{} // closed when the NATS watcher ended
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // guards everything below
+	objs     map[string]Object
+	rev      uint64 // last revision applied
+	minRev   uint64 // watches resuming from >= minRev can be served
+	events   []Event
+	watchers map[*Watcher]struct{}
+	changed  chan struct{} // closed and replaced whenever rev moves
+}
+
+func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity int) *watchCache {
+	return &watchCache{
+		r: r, kv: kv, filter: filter, capacity: capacity,
+		ready: make(chan struct{}), done: make(chan struct{}),
+		objs: map[string]Object{}, watchers: map[*Watcher]struct{}{}, changed: make(chan struct{}),
+	}
+}
+
+func (c *watchCache) start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	var floor uint64
+	if c.filter == "" {
+		var err error
+		if floor, err = latestRevision(ctx, c.kv); err != nil {
+			cancel()
+			return fmt.Errorf("store: watch cache %s: %w", c.r.Bucket(), err)
+		}
+	}
+	var kw jetstream.KeyWatcher
+	var err error
+	if c.filter == "" {
+		kw, err = c.kv.WatchAll(ctx)
+	} else {
+		kw, err = c.kv.Watch(ctx, c.filter)
+	}
+	if err != nil {
+		cancel()
+		return fmt.Errorf("store: watch bucket %s: %w", c.r.Bucket(), err)
+	}
+	go c.run(kw, floor)
+	return nil
+}
+
+func (c *watchCache) run(kw jetstream.KeyWatcher, floor uint64) {
+	defer func() {
+		_ = kw.Stop()
+		c.mu.Lock()
+		for w := range c.watchers {
+			w.close()
+		}
+		c.watchers = map[*Watcher]struct{}{}
+		c.mu.Unlock()
+		close(c.done)
+	}()
+	initial := true
+	for e := range kw.Updates() {
+		if e == nil {
+			c.mu.Lock()
+			c.rev = max(c.rev, floor)
+			c.minRev = c.rev
+			c.notifyLocked()
+			c.mu.Unlock()
+			if initial {
+				close(c.ready)
+				initial = false
+			}
+			continue
+		}
+		c.apply(e, !initial)
+	}
+}
+
+// apply folds one KV entry into the cache; record says whether it is an
+// event watchers see (false while loading the initial snapshot).
+func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, rev := e.Key(), e.Revision()
+	var ev Event
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		obj, err := Decode(c.r, e.Value(), rev)
+		if err != nil {
+			slog.Error("watch cache: skipping undecodable value", "bucket", c.r.Bucket(), "key", key, "revision", rev, "err", err)
+			break
+		}
+		ev = Event{Type: watch.Modified, Object: obj, Revision: rev}
+		if _, ok := c.objs[key]; !ok {
+			ev.Type = watch.Added
+		}
+		c.objs[key] = obj
+	default: // delete or purge
+		old, ok := c.objs[key]
+		if !ok {
+			break
+		}
+		delete(c.objs, key)
+		gone := old.DeepCopyObject().(Object)
+		if !c.r.Projection {
+			gone.SetResourceVersion(fmt.Sprint(rev))
+		}
+		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev}
+	}
+	c.rev = max(c.rev, rev)
+	if record && ev.Object != nil {
+		c.events = append(c.events, ev)
+		if over := len(c.events) - c.capacity; over > 0 {
+			c.minRev = c.events[over-1].Revision
+			c.events = append([]Event(nil), c.events[over:]...)
+		}
+		for w := range c.watchers {
+			w.send(ev)
+		}
+	}
+	c.notifyLocked()
+}
+
+// notifyLocked wakes waitFresh callers. c.mu must be held.
+func (c *watchCache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *watchCache) stop() { c.cancel() }
+
+func (c *watchCache) stopped() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *watchCache) waitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-c.done:
+		return fmt.Errorf("store: watch cache %s stopped", c.r.Bucket())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitFresh waits until the cache has applied the bucket's latest revision.
+func (c *watchCache) waitFresh(ctx context.Context) error {
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	latest, err := latestRevision(ctx, c.kv)
+	if err != nil {
+		return fmt.Errorf("store: %s latest revision: %w", c.r.Bucket(), err)
+	}
+	for {
+		c.mu.Lock()
+		rev, ch := c.rev, c.changed
+		c.mu.Unlock()
+		if rev >= latest {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+			return fmt.Errorf("store: watch cache %s stopped", c.r.Bucket())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// list returns the cached objects in namespace ("" = all), sorted by key,
+// and the revision they are consistent at.
+func (c *watchCache) list(namespace string) ([]Object, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshotLocked(namespace), c.rev
+}
+
+func (c *watchCache) snapshotLocked(namespace string) []Object {
+	keys := make([]string, 0, len(c.objs))
+	for k, o := range c.objs {
+		if namespace == "" || o.GetNamespace() == namespace {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := make([]Object, len(keys))
+	for i, k := range keys {
+		out[i] = c.objs[k]
+	}
+	return out
+}
+
+func (c *watchCache) watch(ctx context.Context, namespace string, fromRV uint64) (*Watcher, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped() {
+		return nil, errors.New("store: watch cache stopped")
+	}
+	w := &Watcher{namespace: namespace, ch: make(chan Event), wake: make(chan struct{}, 1), done: make(chan struct{}), cache: c}
+	switch {
+	case fromRV == 0:
+		for _, o := range c.snapshotLocked(namespace) {
+			w.pending = append(w.pending, Event{Type: watch.Added, Object: o, Revision: c.rev})
+		}
+		w.pending = append(w.pending, Event{Type: watch.Bookmark, Revision: c.rev})
+		w.limit = len(w.pending) + maxPending
+	case fromRV < c.minRev:
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", fromRV, c.minRev))
+	default:
+		i := sort.Search(len(c.events), func(i int) bool { return c.events[i].Revision > fromRV })
+		for _, ev := range c.events[i:] {
+			if namespace == "" || ev.Object.GetNamespace() == namespace {
+				w.pending = append(w.pending, ev)
+			}
+		}
+		w.limit = len(w.pending) + maxPending
+	}
+	c.watchers[w] = struct{}{}
+	go w.pump(ctx)
+	return w, nil
+}
+
+func (c *watchCache) remove(w *Watcher) {
+	c.mu.Lock()
+	delete(c.watchers, w)
+	c.mu.Unlock()
+}
+
+// Watcher delivers a watch's events in revision order on Events().
+type Watcher struct {
+	namespace string
+	cache     *watchCache
+	ch        chan Event
+	wake      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu      sync.Mutex // guards pending and limit
+	pending []Event
+	limit   int
+}
+
+// Events returns the event channel. It is closed when the watch ends (the
+// context ended, Stop was called, the consumer fell too far behind, or the
+// store's NATS watcher stopped).
+func (w *Watcher) Events() <-chan Event { return w.ch }
+
+// Stop ends the watch.
+func (w *Watcher) Stop() { w.close() }
+
+func (w *Watcher) close() { w.closeOnce.Do(func() { close(w.done) }) }
+
+// send queues ev; cache.mu is held.
+func (w *Watcher) send(ev Event) {
+	if w.namespace != "" && ev.Object.GetNamespace() != w.namespace {
+		return
+	}
+	w.mu.Lock()
+	if len(w.pending) >= w.limit {
+		w.mu.Unlock()
+		w.close() // too slow: the consumer resumes from its last revision
+		return
+	}
+	w.pending = append(w.pending, ev)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Watcher) pump(ctx context.Context) {
+	defer close(w.ch)
+	defer w.cache.remove(w)
+	for {
+		w.mu.Lock()
+		batch := w.pending
+		w.pending = nil
+		w.limit = maxPending
+		w.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case w.ch <- ev:
+			case <-w.done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
