@@ -44,9 +44,9 @@ type Store struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	mu     sync.Mutex              // guards the maps below
+	mu     sync.Mutex                    // guards the maps below
 	kvs    map[string]jetstream.KeyValue // bucket -> handle
-	caches map[string]*watchCache  // bucket + "\x00" + filter -> cache
+	caches map[string]*watchCache        // bucket + "\x00" + filter -> cache
 }
 
 // New returns a store using the NATS connection nc. Buckets are created on
