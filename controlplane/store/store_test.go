@@ -1,0 +1,327 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// newStore starts an embedded NATS server on a random port and returns a store on it.
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	s, err := store.New(nc, store.Config{WatchCacheEvents: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "x"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+}
+
+func TestKeysAreReadableAndReversible(t *testing.T) {
+	for _, tc := range []struct{ ns, name, key string }{
+		{"default", "web-1", "default.web-1"},
+		{"default", "app.v1.example.com", "default.app_v1_example_com"},
+		{"", "node-a", "node-a"},
+		{"", "system:controller", "system=3Acontroller"},
+		{"kube-system", "a_b=c", "kube-system.a=5Fb=3Dc"},
+	} {
+		if got := store.Key(tc.ns, tc.name); got != tc.key {
+			t.Errorf("Key(%q, %q) = %q, want %q", tc.ns, tc.name, got, tc.key)
+		}
+		ns, name, err := store.SplitKey(tc.key)
+		if err != nil || ns != tc.ns || name != tc.name {
+			t.Errorf("SplitKey(%q) = %q, %q, %v", tc.key, ns, name, err)
+		}
+	}
+	if _, _, err := store.SplitKey("a.b.c"); err == nil {
+		t.Error("SplitKey of three tokens: want error")
+	}
+	if _, err := store.DecodeName("bad=4"); err == nil {
+		t.Error("DecodeName of a truncated escape: want error")
+	}
+}
+
+func TestCRUDAndErrors(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	created, err := s.Create(ctx, store.Pods, pod("default", "web.v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.GetResourceVersion() == "" {
+		t.Fatal("created object has no resourceVersion")
+	}
+	if _, err := s.Create(ctx, store.Pods, pod("default", "web.v1")); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second create: want AlreadyExists, got %v", err)
+	}
+	got, err := s.Get(ctx, store.Pods, "default", "web.v1")
+	if err != nil || got.GetName() != "web.v1" || got.GetResourceVersion() != created.GetResourceVersion() {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	upd := got.(*corev1.Pod).DeepCopy()
+	upd.Labels["v"] = "2"
+	updated, err := s.Update(ctx, store.Pods, upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.GetResourceVersion() == created.GetResourceVersion() {
+		t.Fatal("update did not move resourceVersion")
+	}
+	// upd still carries the old revision: a stale write must be a Conflict.
+	if _, err := s.Update(ctx, store.Pods, upd); !apierrors.IsConflict(err) {
+		t.Fatalf("stale update: want Conflict, got %v", err)
+	}
+	if _, err := s.Delete(ctx, store.Pods, "default", "web.v1", created.GetResourceVersion()); !apierrors.IsConflict(err) {
+		t.Fatalf("delete with stale precondition: want Conflict, got %v", err)
+	}
+	if _, err := s.Delete(ctx, store.Pods, "default", "web.v1", updated.GetResourceVersion()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, store.Pods, "default", "web.v1"); !apierrors.IsNotFound(err) {
+		t.Fatalf("get after delete: want NotFound, got %v", err)
+	}
+	if _, err := s.Update(ctx, store.Pods, updated); !apierrors.IsNotFound(err) {
+		t.Fatalf("update of deleted: want NotFound, got %v", err)
+	}
+	if _, err := s.Delete(ctx, store.Pods, "default", "web.v1", ""); !apierrors.IsNotFound(err) {
+		t.Fatalf("delete of deleted: want NotFound, got %v", err)
+	}
+	// Re-create after delete works.
+	if _, err := s.Create(ctx, store.Pods, pod("default", "web.v1")); err != nil {
+		t.Fatalf("re-create: %v", err)
+	}
+}
+
+func TestListIsConsistentAfterWrites(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	var last string
+	for i := range 20 {
+		o, err := s.Create(ctx, store.Pods, pod([]string{"a", "b"}[i%2], fmt.Sprintf("p%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = o.GetResourceVersion()
+	}
+	all, rev, err := s.List(ctx, store.Pods, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 20 || fmt.Sprint(rev) != last {
+		t.Fatalf("list: %d objects at %d, want 20 at %s", len(all), rev, last)
+	}
+	inA, _, _ := s.List(ctx, store.Pods, "a")
+	if len(inA) != 10 {
+		t.Fatalf("list namespace a: %d objects, want 10", len(inA))
+	}
+}
+
+func TestWatchOrderResumeAndGone(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := s.Create(ctx, store.Pods, pod("default", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(ctx, store.Pods, "default", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() store.Event {
+		t.Helper()
+		select {
+		case ev := <-w.Events():
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return store.Event{}
+	}
+	if ev := next(); ev.Type != watch.Added || ev.Object.GetName() != "a" {
+		t.Fatalf("initial: %v", ev)
+	}
+	if ev := next(); ev.Type != watch.Bookmark {
+		t.Fatalf("want bookmark after initial events, got %v", ev.Type)
+	}
+	p := first.(*corev1.Pod).DeepCopy()
+	p.Labels["x"] = "y"
+	if _, err := s.Update(ctx, store.Pods, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, store.Pods, pod("other", "skip")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, store.Pods, "default", "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	mod, del := next(), next()
+	if mod.Type != watch.Modified || del.Type != watch.Deleted || del.Object.GetLabels()["x"] != "y" {
+		t.Fatalf("want MODIFIED then DELETED with last state, got %v %v", mod.Type, del.Type)
+	}
+	if del.Object.GetResourceVersion() != fmt.Sprint(del.Revision) {
+		t.Fatalf("deleted object resourceVersion %s, event revision %d", del.Object.GetResourceVersion(), del.Revision)
+	}
+	// Resume from the MODIFIED event: only the DELETED comes again.
+	w2, err := s.Watch(ctx, store.Pods, "default", mod.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w2.Events():
+		if ev.Type != watch.Deleted {
+			t.Fatalf("resumed watch: want DELETED, got %v", ev.Type)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("resumed watch: no event")
+	}
+	// The cache keeps 8 events; after 20 more writes, the first revision is gone.
+	for i := range 20 {
+		if _, err := s.Create(ctx, store.Pods, pod("default", fmt.Sprintf("b%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, func() error {
+		_, err := s.Watch(ctx, store.Pods, "", mustRV(t, first))
+		if !apierrors.IsResourceExpired(err) {
+			return fmt.Errorf("want 410 Gone, got %v", err)
+		}
+		return nil
+	})
+}
+
+func mustRV(t *testing.T, o store.Object) uint64 {
+	t.Helper()
+	rv, err := store.ParseResourceVersion(o.GetResourceVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv
+}
+
+func TestInformerRelistsAfterGone(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf := store.NewInformer(s, store.Pods)
+	added := make(chan string, 100)
+	deleted := make(chan string, 100)
+	inf.AddHandler(store.Handler{
+		OnAdd:    func(o store.Object) { added <- o.GetName() },
+		OnDelete: func(o store.Object) { deleted <- o.GetName() },
+	})
+	if _, err := s.Create(ctx, store.Pods, pod("default", "pre")); err != nil {
+		t.Fatal(err)
+	}
+	go inf.Run(ctx)
+	if !inf.WaitForSync(ctx) {
+		t.Fatal("no sync")
+	}
+	if name := <-added; name != "pre" {
+		t.Fatalf("added %q", name)
+	}
+	if _, err := s.Create(ctx, store.Pods, pod("default", "live")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if _, ok := inf.Get("default", "live"); !ok {
+			return fmt.Errorf("informer has not seen default/live")
+		}
+		return nil
+	})
+	if _, err := s.Delete(ctx, store.Pods, "default", "pre", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if len(inf.List("", nil)) != 1 {
+			return fmt.Errorf("informer lists %d pods, want 1", len(inf.List("", nil)))
+		}
+		return nil
+	})
+	if name := <-deleted; name != "pre" {
+		t.Fatalf("deleted %q", name)
+	}
+}
+
+func TestBindIsCompareAndSwap(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	p, err := s.Create(ctx, store.Pods, pod("default", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := s.Bind(ctx, "default", "p", p.GetUID(), "node-1")
+	if err != nil || bound.Spec.NodeName != "node-1" {
+		t.Fatalf("bind: %v %v", bound, err)
+	}
+	if _, err := s.Bind(ctx, "default", "p", "", "node-2"); !apierrors.IsConflict(err) {
+		t.Fatalf("second bind: want Conflict, got %v", err)
+	}
+	if _, err := s.Bind(ctx, "default", "missing", "", "node-2"); !apierrors.IsNotFound(err) {
+		t.Fatalf("bind missing: want NotFound, got %v", err)
+	}
+}
+
+func TestFilteredWatchSeesOnlyItsKeys(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := pod("default", "p")
+	p.ResourceVersion = "42"
+	if err := s.Put(ctx, store.NodePods, store.NodePodKey("node-1", "default", "p"), p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, store.NodePods, store.NodePodKey("node-2", "default", "q"), pod("default", "q")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.WatchFiltered(ctx, store.NodePods, "node-1.>", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := <-w.Events()
+	if ev.Object.GetName() != "p" || ev.Object.GetResourceVersion() != "42" {
+		t.Fatalf("want projected p at its source resourceVersion 42, got %s@%s", ev.Object.GetName(), ev.Object.GetResourceVersion())
+	}
+	if ev := <-w.Events(); ev.Type != watch.Bookmark {
+		t.Fatalf("want only node-1's pod, then bookmark; got %v %v", ev.Type, ev.Object)
+	}
+}
