@@ -1,0 +1,134 @@
+// Package framework holds the types scheduler plugins share, modelled on the
+// Kubernetes scheduling framework (k8s.io/kubernetes/pkg/scheduler/framework)
+// but much smaller: a plugin filters nodes (FilterPlugin), scores the
+// feasible ones (ScorePlugin) and may first look at the pod once
+// (PreFilterPlugin). Plugins are plain values built by their package's New;
+// nothing registers itself.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Score bounds: every ScorePlugin returns a score in [MinNodeScore, MaxNodeScore].
+const (
+	MinNodeScore int64 = 0
+	MaxNodeScore int64 = 100
+)
+
+// Code is the outcome of a plugin call.
+type Code int
+
+const (
+	// Success: the node fits (Filter) or the call worked (Score, PreFilter).
+	Success Code = iota
+	// Unschedulable: the pod does not fit; Reasons say why, in the words of
+	// kube-scheduler ("Insufficient cpu").
+	Unschedulable
+	// Error: the plugin failed for a reason that is not the pod's fault; the
+	// scheduler retries the pod with backoff.
+	Error
+)
+
+// String returns "Success", "Unschedulable" or "Error".
+func (c Code) String() string {
+	switch c {
+	case Success:
+		return "Success"
+	case Unschedulable:
+		return "Unschedulable"
+	case Error:
+		return "Error"
+	}
+	return fmt.Sprintf("Code(%d)", int(c))
+}
+
+// Status is a plugin's result. A nil *Status means Success.
+type Status struct {
+	code    Code
+	reasons []string
+	err     error
+}
+
+// NewStatus returns a status with code and reasons.
+func NewStatus(code Code, reasons ...string) *Status {
+	return &Status{code: code, reasons: reasons}
+}
+
+// AsStatus wraps err as an Error status; nil gives nil (Success).
+func AsStatus(err error) *Status {
+	if err == nil {
+		return nil
+	}
+	return &Status{code: Error, reasons: []string{err.Error()}, err: err}
+}
+
+// Code returns the status code; a nil status is Success.
+func (s *Status) Code() Code {
+	if s == nil {
+		return Success
+	}
+	return s.code
+}
+
+// IsSuccess reports whether s is nil or has code Success.
+func (s *Status) IsSuccess() bool { return s.Code() == Success }
+
+// Reasons returns the reasons, in order.
+func (s *Status) Reasons() []string {
+	if s == nil {
+		return nil
+	}
+	return s.reasons
+}
+
+// Err returns the wrapped error of an Error status, or an error made of the
+// reasons for any other non-success status; nil for Success.
+func (s *Status) Err() error {
+	if s.IsSuccess() {
+		return nil
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return fmt.Errorf("%s", s.Message())
+}
+
+// Message joins the reasons with ", ".
+func (s *Status) Message() string { return strings.Join(s.Reasons(), ", ") }
+
+// Plugin is what every plugin implements.
+type Plugin interface {
+	// Name is the plugin's stable name, as in kube-scheduler ("NodeName").
+	Name() string
+}
+
+// PreFilterPlugin looks at a pod once per scheduling cycle, before any
+// filter. It returns the pod the filters and scores see: the same pointer
+// when nothing changes, or a modified copy (it never modifies its
+// argument), as the RuntimeClass admission plugin merges a class's
+// scheduling constraints into the pod. A non-success status rejects the pod
+// for every node; its reasons become the whole FitError message.
+type PreFilterPlugin interface {
+	Plugin
+	PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *Status)
+}
+
+// FilterPlugin decides whether pod can run on node. It must not modify pod
+// or node.
+type FilterPlugin interface {
+	Plugin
+	Filter(ctx context.Context, pod *corev1.Pod, node *NodeInfo) *Status
+}
+
+// ScorePlugin rates a feasible node for pod, from MinNodeScore to
+// MaxNodeScore (higher is better). all is every feasible node of this cycle,
+// for plugins that normalise against the others (it includes node).
+type ScorePlugin interface {
+	Plugin
+	Score(ctx context.Context, pod *corev1.Pod, node *NodeInfo, all []*NodeInfo) (int64, *Status)
+}
