@@ -1,0 +1,51 @@
+# orca — see README.md. `make run` and `make test` are the two commands a
+# newcomer needs; both work on a fresh machine with only Go installed
+# (`make test` also uses /usr/bin/kubectl when present).
+
+GO      ?= go
+BIN     := bin
+RUNDIR  ?= .run
+PKGS    := ./...
+
+.PHONY: all build run test test-short bench vet fmt clean
+
+all: build
+
+build: $(BIN)/orca-server $(BIN)/orca-agent $(BIN)/orca $(BIN)/hello.wasm
+
+$(BIN)/orca-server: FORCE
+	$(GO) build -o $@ ./controlplane/cmd/orca-server
+$(BIN)/orca-agent: FORCE
+	$(GO) build -o $@ ./nodeagent/cmd/orca-agent
+$(BIN)/orca: FORCE
+	$(GO) build -o $@ ./controlplane/cmd/orca
+$(BIN)/hello.wasm: FORCE
+	GOOS=wasip1 GOARCH=wasm $(GO) build -o $@ ./examples/hello-wasm
+FORCE:
+
+# Builds everything, starts orca-server (embedded NATS) and one orca-agent
+# with data under $(RUNDIR)/, deploys examples/hello-wasm and prints where to
+# look. Runs until Ctrl-C.
+run: build
+	@RUNDIR=$(RUNDIR) bash deploy/dev/run.sh
+
+# Unit, integration and end-to-end tests (real NATS, real wazero, real kubectl).
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+# Benchmarks: each compares orca against a peer measured in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./controlplane/store/ ./wasm/... ./nodeagent/proxy/
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN) $(RUNDIR)

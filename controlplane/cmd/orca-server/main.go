@@ -1,0 +1,170 @@
+// Command orca-server runs orca's control plane in one process: an embedded
+// NATS server with JetStream (or a connection to an external one), the REST
+// apiserver, the scheduler and the controllers. Each role can be switched
+// off by flag, so a fleet can run them in separate processes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/orca-edge/orca/controlplane/apiserver"
+	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/scheduler"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/wasm"
+)
+
+type options struct {
+	dataDir        string
+	natsURL        string
+	natsListen     string
+	syncAlways     bool
+	apiAddr        string
+	serviceCIDR    string
+	apiserver      bool
+	scheduler      bool
+	controllers    bool
+	nodeGrace      time.Duration
+	replicas       int
+	logLevel       string
+}
+
+func main() {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "orca-server",
+		Short: "orca control plane: embedded NATS, REST apiserver, scheduler and controllers",
+		Long: `orca-server runs orca's control plane.
+
+By default it starts an embedded NATS server with JetStream, storing cluster
+state under --data-dir and fsyncing every write. With --nats-url it uses an
+external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
+--apiserver-addr, so kubectl works against it.`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", "/var/lib/orca/server", "directory for the embedded NATS server's JetStream files")
+	f.StringVar(&o.natsURL, "nats-url", "", "URL of an external NATS server (disables the embedded one)")
+	f.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "host:port the embedded NATS server listens on (agents connect here)")
+	f.BoolVar(&o.syncAlways, "nats-sync-always", true, "embedded NATS: fsync every write before acknowledging it (etcd's durability)")
+	f.StringVar(&o.apiAddr, "apiserver-addr", "127.0.0.1:6443", "address the REST apiserver listens on")
+	f.StringVar(&o.serviceCIDR, "service-cidr", "127.96.0.0/16", "range Service ClusterIPs are allocated from (loopback, so every node reaches them)")
+	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
+	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
+	f.BoolVar(&o.controllers, "controllers", true, "run the controllers")
+	f.DurationVar(&o.nodeGrace, "node-monitor-grace-period", 40*time.Second, "a node is Ready=Unknown when its Lease was not renewed for this long")
+	f.IntVar(&o.replicas, "replicas", 1, "stream replicas per KV bucket (3 on an external NATS cluster)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+
+	url := o.natsURL
+	if url == "" {
+		host, portStr, err := net.SplitHostPort(o.natsListen)
+		if err != nil {
+			return fmt.Errorf("--nats-listen %q: %w", o.natsListen, err)
+		}
+		var port int
+		if _, err := fmt.Sscan(portStr, &port); err != nil {
+			return fmt.Errorf("--nats-listen %q: bad port", o.natsListen)
+		}
+		if err := checkFree(o.natsListen); err != nil {
+			return err
+		}
+		ns, err := store.StartEmbedded(store.EmbeddedConfig{Host: host, Port: port, DataDir: filepath.Join(o.dataDir, "jetstream"), SyncAlways: o.syncAlways})
+		if err != nil {
+			return err
+		}
+		defer ns.Shutdown()
+		url = ns.ClientURL()
+		slog.Info("embedded NATS started", "url", url, "dataDir", o.dataDir, "syncAlways", o.syncAlways)
+	}
+	if o.apiserver {
+		if err := checkFree(o.apiAddr); err != nil {
+			return err
+		}
+	}
+	nc, err := nats.Connect(url, nats.Name("orca-server"), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn("NATS disconnected", "err", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }))
+	if err != nil {
+		return fmt.Errorf("connect to NATS %s: %w", url, err)
+	}
+	defer nc.Close()
+	st, err := store.New(nc, store.Config{Replicas: o.replicas})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	g, ctx := errgroup.WithContext(ctx)
+	if o.apiserver {
+		modules, err := wasm.NewModuleStore(ctx, st.JetStream())
+		if err != nil {
+			return err
+		}
+		api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return api.Run(ctx) })
+		slog.Info("apiserver listening", "addr", "http://"+o.apiAddr)
+	}
+	if o.scheduler {
+		sched, err := scheduler.New(scheduler.Config{Store: st})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return sched.Run(ctx) })
+	}
+	if o.controllers {
+		cm, err := controllers.New(controllers.Config{Store: st, NodeMonitorGracePeriod: o.nodeGrace})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return cm.Run(ctx) })
+	}
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	slog.Info("orca-server stopped")
+	return err
+}
+
+// checkFree fails at once, with a clear message, when addr is taken.
+func checkFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (is another orca-server or program using it?): %w", addr, err)
+	}
+	return l.Close()
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// newApplyCmd returns `orca apply -f FILE`: create each object of a
+// (multi-document) YAML or JSON manifest, or replace it when it exists.
+// It is the small subset of `kubectl apply` that `make run` needs on a
+// machine without kubectl; it does not merge (no last-applied annotation).
+func newApplyCmd() *cobra.Command {
+	var file, namespace string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or replace the objects of a Kubernetes manifest (a kubectl-free subset of kubectl apply)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			server, _ := cmd.Flags().GetString("server")
+			return apply(cmd.OutOrStdout(), server, file, namespace)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file ('-' for stdin)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace for objects that name none")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func apply(out io.Writer, server, file, namespace string) error {
+	var r io.Reader = os.Stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := applyOne(out, server, &u, namespace); err != nil {
+			return err
+		}
+	}
+}
+
+// resourcePath returns the collection path of obj's kind, e.g.
+// "/apis/apps/v1/namespaces/default/deployments".
+func resourcePath(u *unstructured.Unstructured, namespace string) (string, error) {
+	gvk := u.GroupVersionKind()
+	for _, r := range store.All {
+		if r.Kind != gvk.Kind || r.Group != gvk.Group || r.Version != gvk.Version {
+			continue
+		}
+		p := "/api/" + r.Version
+		if r.Group != "" {
+			p = "/apis/" + r.Group + "/" + r.Version
+		}
+		if r.Namespaced {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(namespace)
+			}
+			p += "/namespaces/" + url.PathEscape(u.GetNamespace())
+		}
+		return p + "/" + r.Plural, nil
+	}
+	return "", fmt.Errorf("%s %q: kind %s is not served by orca", gvk.GroupVersion(), u.GetName(), gvk.Kind)
+}
+
+func applyOne(out io.Writer, server string, u *unstructured.Unstructured, namespace string) error {
+	coll, err := resourcePath(u, namespace)
+	if err != nil {
+		return err
+	}
+	item := coll + "/" + url.PathEscape(u.GetName())
+	what := strings.ToLower(u.GetKind()) + "/" + u.GetName()
+	var cur map[string]any
+	code, err := do(server, http.MethodGet, item, nil, &cur)
+	if err != nil {
+		return err
+	}
+	if code == http.StatusNotFound {
+		if _, err := doOK(server, http.MethodPost, coll, u.Object, nil); err != nil {
+			return fmt.Errorf("create %s: %w", what, err)
+		}
+		fmt.Fprintf(out, "%s created\n", what)
+		return nil
+	}
+	meta, _ := cur["metadata"].(map[string]any)
+	u.SetResourceVersion(fmt.Sprint(meta["resourceVersion"]))
+	if _, err := doOK(server, http.MethodPut, item, u.Object, nil); err != nil {
+		return fmt.Errorf("replace %s: %w", what, err)
+	}
+	fmt.Fprintf(out, "%s configured\n", what)
+	return nil
+}
+
+// do sends a JSON request and decodes a JSON answer into into (if not nil
+// and the status is 2xx). It returns the HTTP status.
+func do(server, method, path string, body any, into any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, strings.TrimRight(server, "/")+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode/100 == 2 && into != nil {
+		return resp.StatusCode, json.Unmarshal(data, into)
+	}
+	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusNotFound {
+		return resp.StatusCode, statusError(resp.StatusCode, data)
+	}
+	return resp.StatusCode, nil
+}
+
+// doOK is do that treats every non-2xx answer as an error.
+func doOK(server, method, path string, body any, into any) (int, error) {
+	code, err := do(server, method, path, body, into)
+	if err == nil && code/100 != 2 {
+		err = fmt.Errorf("%s %s: HTTP %d", method, path, code)
+	}
+	return code, err
+}
+
+func statusError(code int, data []byte) error {
+	var st struct {
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+	}
+	if json.Unmarshal(data, &st) == nil && st.Message != "" {
+		return fmt.Errorf("HTTP %d %s: %s", code, st.Reason, st.Message)
+	}
+	return fmt.Errorf("HTTP %d: %s", code, bytes.TrimSpace(data))
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `make run`: start orca on this machine and deploy examples/hello-wasm.
+#
+# Starts orca-server (embedded NATS on 127.0.0.1:4222, apiserver on
+# 127.0.0.1:6443) and one orca-agent, with all data under $RUNDIR (default
+# .run/, git-ignored), pushes the example's WASM module, applies its
+# Deployment and Service, waits until the 3 pods are Ready, fetches a
+# response through the service proxy (NodePort 30080) and prints where to
+# look. Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUNDIR=${RUNDIR:-.run}
+API=127.0.0.1:6443
+NATS=127.0.0.1:4222
+NODEPORT=30080
+SERVER="http://$API"
+t0=$(date +%s%N)
+ms() { echo $(( ($(date +%s%N) - t0) / 1000000 )); }
+
+port_in_use() { (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; }
+for addr in "$API" "$NATS" "127.0.0.1:$NODEPORT"; do
+  if port_in_use "$addr"; then
+    echo "make run: $addr is already in use (another 'make run' or program?). Stop it and try again." >&2
+    exit 1
+  fi
+done
+
+mkdir -p "$RUNDIR"
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  echo
+  echo "stopping orca (logs stay in $RUNDIR/*.log)..."
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  exit 0
+}
+trap cleanup EXIT INT TERM
+
+bin/orca-server --data-dir "$RUNDIR/server" --nats-listen "$NATS" --apiserver-addr "$API" >"$RUNDIR/server.log" 2>&1 &
+pids+=($!)
+bin/orca --server "$SERVER" wait --server-ready --timeout 30s >/dev/null || { echo "orca-server did not start; see $RUNDIR/server.log:" >&2; tail -20 "$RUNDIR/server.log" >&2; exit 1; }
+echo "orca-server ready after $(ms) ms: apiserver $SERVER, NATS nats://$NATS"
+
+bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" >"$RUNDIR/agent.log" 2>&1 &
+pids+=($!)
+
+bin/orca --server "$SERVER" wasm push bin/hello.wasm --name hello-wasm:v1
+t_apply=$(date +%s%N)
+bin/orca --server "$SERVER" apply -f examples/hello-wasm/app.yaml
+bin/orca --server "$SERVER" wait -l app=hello-wasm --count 3 --timeout 3m
+echo "3 pods Ready $(( ($(date +%s%N) - t_apply) / 1000000 )) ms after apply"
+
+fetch() { # GET http://127.0.0.1:$1/ with bash alone (no curl needed)
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  sed -e '1,/^\r\{0,1\}$/d' <&3
+  exec 3<&-
+}
+resp=""
+for _ in $(seq 1 50); do
+  resp=$(fetch "$NODEPORT" 2>/dev/null || true)
+  [ -n "$resp" ] && break
+  sleep 0.2
+done
+[ -n "$resp" ] || { echo "no answer through the service proxy on 127.0.0.1:$NODEPORT; see $RUNDIR/agent.log" >&2; exit 1; }
+
+cat > "$RUNDIR/kubeconfig" <<KUBE
+apiVersion: v1
+kind: Config
+clusters:
+- name: orca
+  cluster: {server: "$SERVER"}
+contexts:
+- name: orca
+  context: {cluster: orca, user: orca}
+current-context: orca
+users:
+- name: orca
+  user: {}
+KUBE
+
+cat <<MSG
+
+== orca is running ($(ms) ms from start to first response) ==
+Response from a WASM pod through the service proxy (http://127.0.0.1:$NODEPORT):
+  $resp
+
+Look further:
+  export KUBECONFIG=$PWD/$RUNDIR/kubeconfig
+  kubectl get pods,deployments,replicasets,services,endpoints,nodes -o wide
+  kubectl logs deploy/hello-wasm
+  kubectl scale deployment hello-wasm --replicas=5
+  for i in 1 2 3; do curl -s http://127.0.0.1:$NODEPORT/; done
+  go install github.com/nats-io/natscli/nats@v0.5.0   # the NATS CLI, once
+  nats --server nats://$NATS kv ls pods
+  nats --server nats://$NATS kv watch pods
+Logs: $RUNDIR/server.log, $RUNDIR/agent.log.  Ctrl-C stops orca.
+MSG
+wait -n "${pids[@]}" || true
+echo "a component exited; see $RUNDIR/*.log" >&2

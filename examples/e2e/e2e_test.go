@@ -1,0 +1,344 @@
+// Package e2e runs orca end to end in one test process: an embedded NATS
+// server, the apiserver, the scheduler, the controllers and two node agents
+// running the examples/hello-wasm module on wazero, driven with the real
+// kubectl.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/orca-edge/orca/controlplane/apiserver"
+	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/scheduler"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/nodeagent"
+	"github.com/orca-edge/orca/runtimes"
+	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
+	"github.com/orca-edge/orca/wasm"
+)
+
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true after %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// cluster is an orca control plane plus two agents, all in this process.
+type cluster struct {
+	store     *store.Store
+	server    string // apiserver URL
+	kubectl   func(args ...string) (string, error)
+	proxyAddr string // where the example Service is reachable through node-a's proxy
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	kubectlBin, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not found on PATH; the end-to-end test drives the real kubectl")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: filepath.Join(dir, "nats"), SyncAlways: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	connect := func() (*nats.Conn, *store.Store) {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		st, err := store.New(nc, store.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return nc, st
+	}
+
+	// Control plane: one connection, as orca-server.
+	nc, st := connect()
+	modules, err := wasm.NewModuleStore(ctx, st.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api.Handler())
+	t.Cleanup(hs.Close)
+	sched, err := scheduler.New(scheduler.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go sched.Run(ctx)
+	cm, err := controllers.New(controllers.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cm.Run(ctx)
+
+	// Two agents, each with its own NATS connection, as separate machines
+	// would have. Only node-a runs the service proxy: both share this host's
+	// loopback, and the proxy on node-a balances over pods on both nodes.
+	for _, node := range []string{"node-a", "node-b"} {
+		anc, ast := connect()
+		mods, err := wasm.NewModuleStore(ctx, ast.JetStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(dir, node, "wasm"), Modules: mods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { wz.Close(context.Background()) })
+		agent, err := nodeagent.New(nodeagent.Config{
+			Store: ast, NATS: anc, NodeName: node, NodeIP: "127.0.0.1", DataDir: filepath.Join(dir, node),
+			Runtimes: []runtimes.Runtime{wz}, Proxy: node == "node-a", ProxyBindClusterIPs: node == "node-a",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go agent.Run(ctx)
+	}
+
+	// The example's module, built for wasip1 and pushed through the CLI's REST route.
+	wasmFile := filepath.Join(dir, "hello.wasm")
+	build := exec.Command("go", "build", "-o", wasmFile, "./examples/hello-wasm")
+	build.Dir = repoRoot(t)
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build hello-wasm: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(wasmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, hs.URL+"/apis/orca.dev/v1/wasmmodules/hello-wasm:v1", bytes.NewReader(data))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("push module: %s %s", resp.Status, body)
+	}
+
+	home := t.TempDir()
+	c := &cluster{store: st, server: hs.URL}
+	c.kubectl = func(args ...string) (string, error) {
+		cmd := exec.Command(kubectlBin, append([]string{"--server=" + hs.URL, "--request-timeout=20s"}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "none"))
+		cmd.Dir = repoRoot(t)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	return c
+}
+
+func (c *cluster) mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.kubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// readyPods lists the Ready, not-deleted pods of the example.
+func (c *cluster) readyPods(t *testing.T) []*corev1.Pod {
+	objs, _, err := c.store.List(context.Background(), store.Pods, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*corev1.Pod
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		if p.Labels["app"] != "hello-wasm" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (c *cluster) countPods(t *testing.T) int {
+	objs, _, err := c.store.List(context.Background(), store.Pods, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(objs)
+}
+
+func (c *cluster) waitReady(t *testing.T, n int) []*corev1.Pod {
+	t.Helper()
+	var pods []*corev1.Pod
+	eventually(t, 3*time.Minute, func() error {
+		pods = c.readyPods(t)
+		if len(pods) != n || c.countPods(t) != n {
+			return fmt.Errorf("%d Ready of %d pods, want %d", len(pods), c.countPods(t), n)
+		}
+		return nil
+	})
+	return pods
+}
+
+func get(url string) (string, error) {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
+func TestHelloWasmEndToEnd(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+
+	c.mustKubectl(t, "apply", "--validate=false", "-f", "examples/hello-wasm/app.yaml")
+	pods := c.waitReady(t, 3)
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		nodes[p.Spec.NodeName] = true
+	}
+	if len(nodes) != 2 {
+		t.Errorf("3 replicas on %d nodes, want both nodes used (spread by owner)", len(nodes))
+	}
+	out := c.mustKubectl(t, "get", "pods,deployments,replicasets,services,endpoints,nodes")
+	for _, want := range []string{"hello-wasm", "Running", "node-a", "node-b", "3/3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Traffic through node-a's proxy (NodePort 30080 and the ClusterIP)
+	// reaches all 3 replicas, whichever node they run on.
+	svcObj, err := c.store.Get(ctx, store.Services, "default", "hello-wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := svcObj.(*corev1.Service)
+	urls := []string{
+		fmt.Sprintf("http://127.0.0.1:%d/", svc.Spec.Ports[0].NodePort),
+		fmt.Sprintf("http://%s:%d/", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port),
+	}
+	for _, u := range urls {
+		seen := map[string]bool{}
+		eventually(t, 30*time.Second, func() error {
+			body, err := get(u)
+			if err != nil {
+				return err
+			}
+			seen[body] = true
+			if len(seen) < 3 {
+				return fmt.Errorf("%s: answers so far %v, want 3 distinct pods", u, keys(seen))
+			}
+			return nil
+		})
+		for _, p := range pods {
+			if !seen["hello from "+p.Name] {
+				t.Errorf("%s never answered from pod %s; answers: %v", u, p.Name, keys(seen))
+			}
+		}
+	}
+
+	// Logs through the apiserver's log subresource, served by the pod's agent.
+	if out := c.mustKubectl(t, "logs", pods[0].Name); out == "" {
+		t.Log("kubectl logs returned no lines (the guest logs to stderr per request only if it writes)")
+	}
+
+	// A deleted pod is replaced.
+	c.mustKubectl(t, "delete", "pod", pods[0].Name, "--wait=false")
+	eventually(t, 2*time.Minute, func() error {
+		now := c.readyPods(t)
+		for _, p := range now {
+			if p.Name == pods[0].Name {
+				return fmt.Errorf("pod %s still there", p.Name)
+			}
+		}
+		if len(now) != 3 {
+			return fmt.Errorf("%d Ready pods, want 3", len(now))
+		}
+		return nil
+	})
+
+	// Scale to 5 and back to 2.
+	c.mustKubectl(t, "scale", "deployment", "hello-wasm", "--replicas=5")
+	c.waitReady(t, 5)
+	c.mustKubectl(t, "scale", "deployment", "hello-wasm", "--replicas=2")
+	c.waitReady(t, 2)
+
+	// Deleting the Deployment removes every ReplicaSet and pod.
+	c.mustKubectl(t, "delete", "deployment", "hello-wasm")
+	eventually(t, 2*time.Minute, func() error {
+		rs, _, err := c.store.List(ctx, store.ReplicaSets, "default")
+		if err != nil {
+			return err
+		}
+		if n := c.countPods(t); n != 0 || len(rs) != 0 {
+			return fmt.Errorf("%d pods and %d replicasets left", n, len(rs))
+		}
+		return nil
+	})
+	if _, err := c.store.Get(ctx, store.Deployments, "default", "hello-wasm"); !apierrors.IsNotFound(err) {
+		t.Errorf("deployment still there: %v", err)
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
