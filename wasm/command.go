@@ -1,0 +1,81 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// CommandConfig configures one run of a WASI command.
+type CommandConfig struct {
+	// Args is argv; Args[0] is the program name (the module or command name).
+	Args []string
+	// Env is the environment, "NAME=value", in order (the first of duplicate
+	// names wins for Go guests).
+	Env []string
+	// Stdin, Stdout and Stderr default to empty input and discarded output.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// MemoryLimitBytes bounds the instance's linear memory; a memory.grow
+	// past it fails (the guest sees -1) and the run is reported as
+	// OOMKilled. 0 means the wasm32 maximum of 4 GiB.
+	MemoryLimitBytes int64
+}
+
+// ExitStatus is how an instance ended.
+type ExitStatus struct {
+	// ExitCode is the guest's proc_exit code, ExitCodeKilled when closed
+	// from outside or over its memory limit, ExitCodeTrap on a trap.
+	ExitCode int32
+	// Reason is ReasonCompleted (exit 0), ReasonOOMKilled or ReasonError.
+	Reason string
+	// Message says what happened for anything but a clean exit.
+	Message string
+}
+
+// Run instantiates the module and runs its WASI _start function to the
+// end, as the container's process. It returns when the guest exits, traps,
+// exceeds its memory limit, or ctx ends (the instance is then closed at
+// once: WASI guests get no signals, so there is nothing to wait for).
+func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
+	if cfg.MemoryLimitBytes > 0 && m.minMemory > uint64(cfg.MemoryLimitBytes) {
+		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonOOMKilled,
+			Message: fmt.Sprintf("module needs %d bytes of memory to start, limit is %d", m.minMemory, cfg.MemoryLimitBytes)}
+	}
+	mc := baseConfig(cfg.Args, cfg.Env, cfg.Stderr)
+	if cfg.Stdin != nil {
+		mc = mc.WithStdin(cfg.Stdin)
+	}
+	if cfg.Stdout != nil {
+		mc = mc.WithStdout(cfg.Stdout)
+	}
+	ctx, ml := withMemoryLimit(ctx, cfg.MemoryLimitBytes)
+	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, mc)
+	if mod != nil {
+		_ = mod.Close(context.WithoutCancel(ctx))
+	}
+	return exitStatus(err, ml)
+}
+
+// exitStatus classifies the result of running an instance.
+func exitStatus(err error, ml *memoryLimit) ExitStatus {
+	var ee *sys.ExitError
+	switch {
+	case err == nil:
+		return ExitStatus{ExitCode: 0, Reason: ReasonCompleted}
+	case errors.As(err, &ee) && (ee.ExitCode() == sys.ExitCodeContextCanceled || ee.ExitCode() == sys.ExitCodeDeadlineExceeded):
+		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonError, Message: "killed: " + err.Error()}
+	case errors.As(err, &ee) && ee.ExitCode() == 0:
+		return ExitStatus{ExitCode: 0, Reason: ReasonCompleted}
+	case ml.exceeded.Load():
+		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonOOMKilled,
+			Message: fmt.Sprintf("memory limit of %d bytes exceeded (%v)", ml.limit, err)}
+	case errors.As(err, &ee):
+		return ExitStatus{ExitCode: int32(ee.ExitCode()), Reason: ReasonError}
+	default:
+		return ExitStatus{ExitCode: ExitCodeTrap, Reason: ReasonError, Message: err.Error()}
+	}
+}

@@ -1,0 +1,21 @@
+// Package wasm embeds wazero to run pods as WebAssembly modules
+// (ARCHITECTURE.md, decision 5).
+//
+// It has three parts:
+//
+//   - ModuleStore keeps modules in the NATS Object Store bucket
+//     "wasm-modules": each module is stored once under its digest
+//     ("sha256:<hex>") with a link per tag ("hello-wasm:v1") pointing at it.
+//   - Engine is the node-side cache: module bytes on disk by digest
+//     (<dir>/modules/sha256-<hex>.wasm), compiled code in wazero's on-disk
+//     compilation cache (<dir>/compiled), and one CompiledModule per digest
+//     in memory, compiled once per process and shared by every pod.
+//   - Two execution models on a Module: Run executes a WASI command
+//     (_start is the container's process), and NewCGIHandler serves HTTP
+//     with one fresh instance per request over CGI/1.1 (RFC 3875), so a Go
+//     guest is a plain net/http Handler under net/http/cgi.Serve.
+//
+// Each instance gets its own memory limit (enforced on every memory.grow,
+// see CommandConfig.MemoryLimitBytes), environment, arguments and output
+// streams; instances share nothing.
+package wasm

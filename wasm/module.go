@@ -1,0 +1,73 @@
+package wasm
+
+import (
+	"crypto/rand"
+	"io"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Module is a compiled module, shared by all instances of one digest.
+type Module struct {
+	engine   *Engine
+	digest   string
+	compiled wazero.CompiledModule
+	// minMemory is the largest declared minimum of the module's memories,
+	// in bytes (Go guests export one memory).
+	minMemory uint64
+}
+
+func newModule(e *Engine, digest string, c wazero.CompiledModule) *Module {
+	m := &Module{engine: e, digest: digest, compiled: c}
+	for _, d := range c.ExportedMemories() {
+		m.minMemory = max(m.minMemory, uint64(d.Min())*pageSize)
+	}
+	for _, d := range c.ImportedMemories() {
+		m.minMemory = max(m.minMemory, uint64(d.Min())*pageSize)
+	}
+	return m
+}
+
+// Digest is the module's "sha256:<hex>".
+func (m *Module) Digest() string { return m.digest }
+
+// Reasons reported in ExitStatus, as the kubelet reports container states.
+const (
+	ReasonCompleted = "Completed"
+	ReasonError     = "Error"
+	ReasonOOMKilled = "OOMKilled"
+)
+
+// Exit codes the runtime reports for ends the guest did not choose.
+const (
+	// ExitCodeKilled is reported when the instance was closed from outside
+	// (Stop, context end), as 128+SIGKILL.
+	ExitCodeKilled = 137
+	// ExitCodeTrap is reported when the guest trapped (unreachable, out of
+	// bounds access, stack exhaustion), as a crashed process would.
+	ExitCodeTrap = 1
+)
+
+// baseConfig is the module config every instance starts from: real clocks
+// (Go guests need them), a real random source, the given argv and env.
+// Env entries are "NAME=value"; entries without "=" or with an empty or
+// NUL-containing name are skipped (WASI cannot carry them).
+func baseConfig(args, env []string, stderr io.Writer) wazero.ModuleConfig {
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(args...).
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithRandSource(rand.Reader)
+	if stderr != nil {
+		mc = mc.WithStderr(stderr)
+	}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			continue
+		}
+		mc = mc.WithEnv(k, v)
+	}
+	return mc
+}

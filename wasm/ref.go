@@ -1,0 +1,93 @@
+package wasm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// DefaultTag is the tag of a reference that names none.
+const DefaultTag = "latest"
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9._/-]+$`)
+	tagRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+)
+
+// Ref is a parsed module reference. Exactly one of these forms:
+//
+//	name:tag           Name and Tag set
+//	name               Name set, Tag = "latest"
+//	name@sha256:<hex>  Name and Digest set (the digest decides)
+//	sha256:<hex>       Digest set
+type Ref struct {
+	Name   string
+	Tag    string
+	Digest string
+}
+
+// ParseRef parses a module reference. Names are lowercase [a-z0-9._/-]+,
+// tags [A-Za-z0-9_.-]{1,128}, digests "sha256:" and 64 lowercase hex digits.
+func ParseRef(ref string) (Ref, error) {
+	if digestRE.MatchString(ref) {
+		return Ref{Digest: ref}, nil
+	}
+	if name, digest, ok := strings.Cut(ref, "@"); ok {
+		if !nameRE.MatchString(name) {
+			return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]+)", ref, name)
+		}
+		if !digestRE.MatchString(digest) {
+			return Ref{}, fmt.Errorf("module reference %q: invalid digest %q (want sha256:<64 hex>)", ref, digest)
+		}
+		return Ref{Name: name, Digest: digest}, nil
+	}
+	name, tag, hasTag := strings.Cut(ref, ":")
+	if !hasTag {
+		tag = DefaultTag
+	}
+	if !nameRE.MatchString(name) {
+		return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]+)", ref, name)
+	}
+	if !tagRE.MatchString(tag) {
+		return Ref{}, fmt.Errorf("module reference %q: invalid tag %q (want [A-Za-z0-9_.-]{1,128})", ref, tag)
+	}
+	return Ref{Name: name, Tag: tag}, nil
+}
+
+// String renders the reference in its canonical form ("name:tag",
+// "name@sha256:..." or "sha256:...").
+func (r Ref) String() string {
+	switch {
+	case r.Digest != "" && r.Name != "":
+		return r.Name + "@" + r.Digest
+	case r.Digest != "":
+		return r.Digest
+	default:
+		return r.Name + ":" + r.Tag
+	}
+}
+
+// Digest returns "sha256:<hex>" of data.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ValidDigest reports whether d has the form "sha256:<64 lowercase hex>".
+func ValidDigest(d string) bool { return digestRE.MatchString(d) }
+
+// wasmMagic is the binary module preamble: "\0asm" and version 1
+// (WebAssembly Core Specification, 5.5.16 Modules).
+var wasmMagic = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+
+// CheckBinary returns an error unless data starts with the WebAssembly
+// binary preamble (magic "\0asm", version 1).
+func CheckBinary(data []byte) error {
+	if len(data) < len(wasmMagic) || string(data[:len(wasmMagic)]) != string(wasmMagic) {
+		return fmt.Errorf("not a WebAssembly binary module (want magic \\0asm and version 1)")
+	}
+	return nil
+}

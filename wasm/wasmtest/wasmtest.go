@@ -1,0 +1,49 @@
+// Package wasmtest builds the example guests for tests of packages that run
+// WASM modules (wasm, runtimes/wazero, the node agent). Call it once per
+// test binary, from TestMain or behind a sync.Once: a Go guest build takes
+// seconds (the go build cache makes repeats cheaper).
+package wasmtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Packages of the example guests.
+const (
+	// HelloPackage is the CGI HTTP guest (examples/hello-wasm).
+	HelloPackage = "github.com/orca-edge/orca/examples/hello-wasm"
+	// JobPackage is the WASI command guest (examples/hello-wasm/job).
+	JobPackage = "github.com/orca-edge/orca/examples/hello-wasm/job"
+)
+
+// Guests are the paths of the built example modules.
+type Guests struct {
+	Hello string // examples/hello-wasm
+	Job   string // examples/hello-wasm/job
+}
+
+// Build builds pkg with GOOS=wasip1 GOARCH=wasm into dir/<base name>.wasm
+// and returns the file's path. It must run inside the orca module (tests do).
+func Build(dir, pkg string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg)+".wasm")
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s for wasip1: %v\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// BuildGuests builds both example guests into dir.
+func BuildGuests(dir string) (Guests, error) {
+	var g Guests
+	var err error
+	if g.Hello, err = Build(dir, HelloPackage); err != nil {
+		return g, err
+	}
+	g.Job, err = Build(dir, JobPackage)
+	return g, err
+}
