@@ -1,0 +1,151 @@
+// Package runtimeclass places a pod only on nodes that run its runtime
+// handler. A pod's spec.runtimeClassName names a RuntimeClass whose handler
+// ("wasm", "runc") the node must advertise with the label
+// nodeapi.RuntimeLabel(handler) = "true"; a pod without a runtimeClassName
+// uses nodeapi.DefaultHandler.
+//
+// The class's scheduling constraints are honoured as Kubernetes' RuntimeClass
+// admission plugin does at pod creation, but at scheduling time and on a
+// copy of the pod: PreFilter merges scheduling.nodeSelector into the pod's
+// nodeSelector and appends scheduling.tolerations to its tolerations, so
+// the NodeAffinity and TaintToleration plugins see them; Filter checks the
+// class's nodeSelector too, so the plugin is correct on its own.
+package runtimeclass
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/scheduler/framework"
+)
+
+// Name is the plugin's name.
+const Name = "RuntimeClass"
+
+// Lookup returns the RuntimeClass called name, and whether it exists
+// (typically from an informer cache; the result is not modified).
+type Lookup func(name string) (*nodev1.RuntimeClass, bool)
+
+// RuntimeClass is the plugin.
+type RuntimeClass struct {
+	lookup Lookup
+}
+
+var (
+	_ framework.PreFilterPlugin = (*RuntimeClass)(nil)
+	_ framework.FilterPlugin    = (*RuntimeClass)(nil)
+)
+
+// New returns the plugin, resolving classes with lookup.
+func New(lookup Lookup) *RuntimeClass { return &RuntimeClass{lookup: lookup} }
+
+// Name returns Name.
+func (*RuntimeClass) Name() string { return Name }
+
+// NotFoundReason is the reason a pod naming a missing class is unschedulable.
+func NotFoundReason(class string) string {
+	return fmt.Sprintf("RuntimeClass %q not found", class)
+}
+
+// HandlerReason is the reason a node without the pod's handler is rejected.
+func HandlerReason(handler string) string {
+	return fmt.Sprintf("node(s) didn't have runtime handler %q", handler)
+}
+
+// ErrReasonNodeSelector is the reason a node not matching the class's
+// scheduling.nodeSelector is rejected.
+const ErrReasonNodeSelector = "node(s) didn't match RuntimeClass's node selector"
+
+// resolve returns the pod's class (nil when it names none) and handler.
+func (p *RuntimeClass) resolve(pod *corev1.Pod) (*nodev1.RuntimeClass, string, *framework.Status) {
+	if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName == "" {
+		return nil, nodeapi.DefaultHandler, nil
+	}
+	name := *pod.Spec.RuntimeClassName
+	rc, ok := p.lookup(name)
+	if !ok {
+		return nil, "", framework.NewStatus(framework.Unschedulable, NotFoundReason(name))
+	}
+	return rc, rc.Handler, nil
+}
+
+// MergeScheduling returns pod with rc's scheduling constraints merged in, as
+// the RuntimeClass admission plugin does: the nodeSelector entries are
+// added (an entry whose key the pod already sets to another value is a
+// conflict: the error says so) and tolerations the pod lacks are appended.
+// pod is returned unchanged when rc has no scheduling; otherwise the
+// result is a copy.
+func MergeScheduling(pod *corev1.Pod, rc *nodev1.RuntimeClass) (*corev1.Pod, error) {
+	if rc == nil || rc.Scheduling == nil || (len(rc.Scheduling.NodeSelector) == 0 && len(rc.Scheduling.Tolerations) == 0) {
+		return pod, nil
+	}
+	out := pod.DeepCopy()
+	if len(rc.Scheduling.NodeSelector) > 0 && out.Spec.NodeSelector == nil {
+		out.Spec.NodeSelector = map[string]string{}
+	}
+	for k, v := range rc.Scheduling.NodeSelector {
+		if old, ok := out.Spec.NodeSelector[k]; ok && old != v {
+			return nil, fmt.Errorf("RuntimeClass %q's nodeSelector %s=%s conflicts with the pod's %s=%s", rc.Name, k, v, k, old)
+		}
+		out.Spec.NodeSelector[k] = v
+	}
+	for _, t := range rc.Scheduling.Tolerations {
+		dup := false
+		for i := range out.Spec.Tolerations {
+			if out.Spec.Tolerations[i].MatchToleration(&t) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out.Spec.Tolerations = append(out.Spec.Tolerations, t)
+		}
+	}
+	return out, nil
+}
+
+// Fits reports whether node advertises handler and matches rc's
+// scheduling.nodeSelector (rc may be nil), with the reason when it does not.
+func Fits(rc *nodev1.RuntimeClass, handler string, node *corev1.Node) (bool, string) {
+	if node.Labels[nodeapi.RuntimeLabel(handler)] != "true" {
+		return false, HandlerReason(handler)
+	}
+	if rc != nil && rc.Scheduling != nil && len(rc.Scheduling.NodeSelector) > 0 &&
+		!labels.SelectorFromSet(rc.Scheduling.NodeSelector).Matches(labels.Set(node.Labels)) {
+		return false, ErrReasonNodeSelector
+	}
+	return true, ""
+}
+
+// PreFilter rejects a pod whose RuntimeClass does not exist (reason
+// NotFoundReason) or whose class's nodeSelector conflicts with its own,
+// and returns the pod with the class's scheduling merged (MergeScheduling).
+func (p *RuntimeClass) PreFilter(_ context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
+	rc, _, st := p.resolve(pod)
+	if !st.IsSuccess() {
+		return nil, st
+	}
+	out, err := MergeScheduling(pod, rc)
+	if err != nil {
+		return nil, framework.NewStatus(framework.Unschedulable, err.Error())
+	}
+	return out, nil
+}
+
+// Filter rejects a node that does not run the pod's handler or does not
+// match its class's nodeSelector.
+func (p *RuntimeClass) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
+	rc, handler, st := p.resolve(pod)
+	if !st.IsSuccess() {
+		return st
+	}
+	if ok, reason := Fits(rc, handler, node.Node); !ok {
+		return framework.NewStatus(framework.Unschedulable, reason)
+	}
+	return nil
+}
