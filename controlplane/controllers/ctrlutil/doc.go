@@ -1,0 +1,10 @@
+// Package ctrlutil holds what orca's controllers share: server-side
+// metadata for objects they create directly in the store (PrepareCreate),
+// the pod deletion rule (DeletePod), pod readiness helpers ported from
+// Kubernetes' podutil, ownership claiming (adopt/release, as
+// kube-controller-manager's ControllerRefManager) and the worker loop
+// around a client-go rate-limited workqueue.
+//
+// It is a subpackage, not package controllers itself, because the
+// controllers' Manager imports every controller package.
+package ctrlutil

@@ -1,0 +1,81 @@
+package ctrlutil
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/orca-edge/orca/controlplane/store"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// NewQueue returns a rate-limited workqueue of "namespace/name" keys with
+// client-go's default controller backoff (5 ms doubling to 1000 s per key,
+// and an overall 10 qps / burst 100 bucket).
+func NewQueue(name string) workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+}
+
+// EnqueueHandler returns an informer handler that adds the key of every
+// added, updated and deleted object to q.
+func EnqueueHandler(q workqueue.TypedRateLimitingInterface[string]) store.Handler {
+	add := func(o store.Object) { q.Add(store.KeyOf(o)) }
+	return store.Handler{
+		OnAdd:    add,
+		OnUpdate: func(_, n store.Object) { add(n) },
+		OnDelete: add,
+	}
+}
+
+// RunWorkers runs workers goroutines that take keys from q and call syncFn,
+// in the sample-controller style: an error requeues the key with backoff
+// (AddRateLimited), success forgets its backoff. It shuts q down when ctx
+// ends and returns once every worker has stopped.
+func RunWorkers(ctx context.Context, name string, q workqueue.TypedRateLimitingInterface[string], workers int, syncFn func(ctx context.Context, key string) error) {
+	if workers <= 0 {
+		workers = 1
+	}
+	go func() {
+		<-ctx.Done()
+		q.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for processNext(ctx, name, q, syncFn) {
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func processNext(ctx context.Context, name string, q workqueue.TypedRateLimitingInterface[string], syncFn func(ctx context.Context, key string) error) bool {
+	key, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(key)
+	if err := syncFn(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			slog.Warn("controller: sync failed, requeued", "controller", name, "key", key, "err", err, "retries", q.NumRequeues(key))
+		}
+		q.AddRateLimited(key)
+		return true
+	}
+	q.Forget(key)
+	return true
+}
+
+// SplitKey splits a workqueue key "namespace/name" (or "name" for a
+// cluster-scoped object).
+func SplitKey(key string) (namespace, name string) {
+	if ns, n, ok := strings.Cut(key, "/"); ok {
+		return ns, n
+	}
+	return "", key
+}

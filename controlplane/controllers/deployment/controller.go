@@ -1,0 +1,95 @@
+// Package deployment is orca's Deployment controller: one ReplicaSet per
+// pod template (named "<deployment>-<pod-template-hash>"), rolling updates
+// within maxSurge/maxUnavailable, Recreate, revision history and status, as
+// kube-controller-manager's DeploymentController (simplified: scaling
+// during a rollout is not proportional; the rollout converges it).
+package deployment
+
+import (
+	"context"
+
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/store"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Name names the controller in logs and queue metrics.
+const Name = "deployment"
+
+var (
+	controllerKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
+	rsKind         = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+)
+
+// Controller is the Deployment controller.
+type Controller struct {
+	s     *store.Store
+	ds    *store.Informer
+	rss   *store.Informer
+	pods  *store.Informer
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// New returns a controller over the Deployments, ReplicaSets and Pods
+// informers and registers its handlers; call Run after they synced. Lock
+// order of the handlers: pods -> replicasets -> deployments.
+func New(s *store.Store, ds, rss, pods *store.Informer) *Controller {
+	c := &Controller{s: s, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name)}
+	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))
+	rss.AddHandler(store.Handler{
+		OnAdd: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },
+		OnUpdate: func(oldObj, newObj store.Object) {
+			oldRS, rs := oldObj.(*appsv1.ReplicaSet), newObj.(*appsv1.ReplicaSet)
+			if oldRef, newRef := metav1.GetControllerOfNoCopy(oldRS), metav1.GetControllerOfNoCopy(rs); oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
+				c.enqueueForRS(oldRS)
+			}
+			c.enqueueForRS(rs)
+		},
+		OnDelete: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },
+	})
+	// Recreate waits for the old pods to be gone.
+	pods.AddHandler(store.Handler{OnDelete: func(o store.Object) {
+		pod := o.(*corev1.Pod)
+		ref := metav1.GetControllerOfNoCopy(pod)
+		if ref == nil || ref.Kind != rsKind.Kind {
+			return
+		}
+		rs, ok := rss.Get(pod.Namespace, ref.Name)
+		if !ok || rs.GetUID() != ref.UID {
+			return
+		}
+		c.enqueueForRS(rs.(*appsv1.ReplicaSet))
+	}})
+	return c
+}
+
+// Run processes Deployments with workers goroutines until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
+}
+
+// enqueueForRS enqueues rs's controlling Deployment or, for an orphan,
+// every Deployment whose selector matches it.
+func (c *Controller) enqueueForRS(rs *appsv1.ReplicaSet) {
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
+		if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+			return
+		}
+		d, ok := c.ds.Get(rs.Namespace, ref.Name)
+		if ok && d.GetUID() == ref.UID {
+			c.queue.Add(store.KeyOf(d))
+		}
+		return
+	}
+	for _, o := range c.ds.List(rs.Namespace, nil) {
+		d := o.(*appsv1.Deployment)
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err == nil && !sel.Empty() && sel.Matches(labels.Set(rs.Labels)) {
+			c.queue.Add(store.KeyOf(d))
+		}
+	}
+}

@@ -1,0 +1,277 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/store"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// sync converges the Deployment key ("namespace/name").
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name := ctrlutil.SplitKey(key)
+	obj, ok := c.ds.Get(ns, name)
+	if !ok {
+		return nil
+	}
+	d := obj.(*appsv1.Deployment).DeepCopy()
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil // the apiserver rejects these; never select every ReplicaSet
+	}
+	claimed, err := ctrlutil.Claim(ctx, c.s, store.ReplicaSets, d, controllerKind, sel, c.rss.List(ns, nil))
+	if err != nil {
+		return err
+	}
+	rsList := make([]*appsv1.ReplicaSet, 0, len(claimed))
+	for _, o := range claimed {
+		rsList = append(rsList, o.(*appsv1.ReplicaSet))
+	}
+	switch {
+	case d.DeletionTimestamp != nil:
+		newRS, old := c.findNewAndOld(d, rsList)
+		return c.syncStatus(ctx, key, d, newRS, old)
+	case d.Spec.Paused:
+		return c.syncPaused(ctx, key, d, rsList)
+	case isRollingUpdate(d):
+		return c.rolloutRolling(ctx, key, d, rsList)
+	default:
+		return c.rolloutRecreate(ctx, key, d, rsList)
+	}
+}
+
+// findNewAndOld splits rsList (oldest first) into the ReplicaSet whose
+// template equals d's (ignoring pod-template-hash) and the others.
+func (c *Controller) findNewAndOld(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, []*appsv1.ReplicaSet) {
+	sortByCreation(rsList)
+	var newRS *appsv1.ReplicaSet
+	var old []*appsv1.ReplicaSet
+	for _, rs := range rsList {
+		if newRS == nil && equalIgnoreHash(&rs.Spec.Template, &d.Spec.Template) {
+			newRS = rs
+			continue
+		}
+		old = append(old, rs)
+	}
+	return newRS, old
+}
+
+// getAllReplicaSets returns d's new ReplicaSet (created when missing and
+// create is set) and old ones, and brings the revision annotations of the
+// new ReplicaSet and of d up to date, as the DeploymentController's
+// getAllReplicaSetsAndSyncRevision.
+func (c *Controller) getAllReplicaSets(ctx context.Context, d *appsv1.Deployment, rsList []*appsv1.ReplicaSet, create bool) (*appsv1.ReplicaSet, []*appsv1.ReplicaSet, error) {
+	newRS, old := c.findNewAndOld(d, rsList)
+	newRevision := strconv.FormatInt(maxRevision(old)+1, 10)
+	var err error
+	switch {
+	case newRS != nil:
+		newRS, err = c.syncNewRS(ctx, d, newRS, newRevision)
+	case create:
+		newRS, err = c.createNewRS(ctx, d, old, newRevision)
+	default:
+		return nil, old, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.setDeploymentRevision(ctx, d, newRS.Annotations[RevisionAnnotation]); err != nil {
+		return nil, nil, err
+	}
+	return newRS, old, nil
+}
+
+// syncNewRS raises the new ReplicaSet's revision to newRevision when it is
+// behind (a rollback to an old template) and copies minReadySeconds.
+func (c *Controller) syncNewRS(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, newRevision string) (*appsv1.ReplicaSet, error) {
+	want, _ := strconv.ParseInt(newRevision, 10, 64)
+	if revision(rs) >= want && rs.Spec.MinReadySeconds == d.Spec.MinReadySeconds {
+		return rs, nil
+	}
+	return c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
+		if revision(cur) < want {
+			metav1.SetMetaDataAnnotation(&cur.ObjectMeta, RevisionAnnotation, newRevision)
+		}
+		if cur.Spec.MinReadySeconds != d.Spec.MinReadySeconds {
+			cur.Spec.MinReadySeconds = d.Spec.MinReadySeconds
+			cur.Generation++
+		}
+	})
+}
+
+// createNewRS creates "<deployment>-<hash>". On a name collision with a
+// ReplicaSet that is not this template's, it bumps status.collisionCount
+// and returns an error so that the next sync uses a new hash.
+func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet, newRevision string) (*appsv1.ReplicaSet, error) {
+	hash := ComputeHash(&d.Spec.Template, d.Status.CollisionCount)
+	tmpl := d.Spec.Template.DeepCopy()
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
+	}
+	tmpl.Labels[PodTemplateHashLabel] = hash
+	sel := d.Spec.Selector.DeepCopy()
+	if sel.MatchLabels == nil {
+		sel.MatchLabels = map[string]string{}
+	}
+	sel.MatchLabels[PodTemplateHashLabel] = hash
+	lbls := make(map[string]string, len(tmpl.Labels))
+	for k, v := range tmpl.Labels {
+		lbls[k] = v
+	}
+	replicas := newRSNewReplicas(d, old, 0)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      d.Name + "-" + hash,
+			Namespace: d.Namespace,
+			Labels:    lbls,
+			Annotations: map[string]string{
+				RevisionAnnotation:        newRevision,
+				DesiredReplicasAnnotation: strconv.Itoa(int(replicasOf(d.Spec.Replicas))),
+				MaxReplicasAnnotation:     strconv.Itoa(int(replicasOf(d.Spec.Replicas) + maxSurge(d))),
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, controllerKind)},
+		},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas:        &replicas,
+			MinReadySeconds: d.Spec.MinReadySeconds,
+			Selector:        sel,
+			Template:        *tmpl,
+		},
+	}
+	ctrlutil.PrepareCreate(rs)
+	created, err := c.s.Create(ctx, store.ReplicaSets, rs)
+	if err == nil {
+		return created.(*appsv1.ReplicaSet), nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create replicaset %s/%s for deployment %s: %w", rs.Namespace, rs.Name, d.Name, err)
+	}
+	existing, gerr := c.s.Get(ctx, store.ReplicaSets, rs.Namespace, rs.Name)
+	if gerr != nil {
+		return nil, gerr
+	}
+	ex := existing.(*appsv1.ReplicaSet)
+	if ref := metav1.GetControllerOfNoCopy(ex); ref != nil && ref.UID == d.UID && equalIgnoreHash(&ex.Spec.Template, &d.Spec.Template) {
+		return ex, nil // created by an earlier sync the cache has not shown yet
+	}
+	// A hash collision: count it so that the next hash differs.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := c.s.Get(ctx, store.Deployments, d.Namespace, d.Name)
+		if err != nil {
+			return err
+		}
+		cur := obj.(*appsv1.Deployment)
+		n := int32(1)
+		if cur.Status.CollisionCount != nil {
+			n = *cur.Status.CollisionCount + 1
+		}
+		cur.Status.CollisionCount = &n
+		_, err = c.s.Update(ctx, store.Deployments, cur)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record hash collision of deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil, fmt.Errorf("replicaset %s/%s exists with another template: hash collision, retrying with a new collisionCount", rs.Namespace, rs.Name)
+}
+
+// setDeploymentRevision sets d's revision annotation to rev.
+func (c *Controller) setDeploymentRevision(ctx context.Context, d *appsv1.Deployment, rev string) error {
+	if rev == "" || d.Annotations[RevisionAnnotation] == rev {
+		return nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := c.s.Get(ctx, store.Deployments, d.Namespace, d.Name)
+		if err != nil {
+			return err
+		}
+		cur := obj.(*appsv1.Deployment)
+		if cur.UID != d.UID {
+			return apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)
+		}
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, RevisionAnnotation, rev)
+		_, err = c.s.Update(ctx, store.Deployments, cur)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set revision %s on deployment %s/%s: %w", rev, d.Namespace, d.Name, err)
+	}
+	metav1.SetMetaDataAnnotation(&d.ObjectMeta, RevisionAnnotation, rev)
+	return nil
+}
+
+// updateRS applies mutate to the stored ReplicaSet (retrying on conflict)
+// and returns the result.
+func (c *Controller) updateRS(ctx context.Context, rs *appsv1.ReplicaSet, mutate func(*appsv1.ReplicaSet)) (*appsv1.ReplicaSet, error) {
+	var out *appsv1.ReplicaSet
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := c.s.Get(ctx, store.ReplicaSets, rs.Namespace, rs.Name)
+		if err != nil {
+			return err
+		}
+		cur := obj.(*appsv1.ReplicaSet)
+		if cur.UID != rs.UID {
+			return apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
+		}
+		mutate(cur)
+		updated, err := c.s.Update(ctx, store.ReplicaSets, cur)
+		if err != nil {
+			return err
+		}
+		out = updated.(*appsv1.ReplicaSet)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+	}
+	return out, nil
+}
+
+// scaleRS sets rs's spec.replicas to n (and the desired/max replicas
+// annotations) and returns the stored ReplicaSet.
+func (c *Controller) scaleRS(ctx context.Context, rs *appsv1.ReplicaSet, n int32, d *appsv1.Deployment) (*appsv1.ReplicaSet, error) {
+	desired := strconv.Itoa(int(replicasOf(d.Spec.Replicas)))
+	maxR := strconv.Itoa(int(replicasOf(d.Spec.Replicas) + maxSurge(d)))
+	if rsReplicas(rs) == n && rs.Annotations[DesiredReplicasAnnotation] == desired && rs.Annotations[MaxReplicasAnnotation] == maxR {
+		return rs, nil
+	}
+	return c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
+		if rsReplicas(cur) != n {
+			cur.Spec.Replicas = &n
+			cur.Generation++
+		}
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, DesiredReplicasAnnotation, desired)
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, MaxReplicasAnnotation, maxR)
+	})
+}
+
+// oldPodsRunning reports whether any pod of the old ReplicaSets still runs
+// or may run (Recreate waits for none), as the DeploymentController's
+// oldPodsRunning.
+func (c *Controller) oldPodsRunning(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) bool {
+	uids := map[string]bool{}
+	for _, rs := range old {
+		if rs.Status.Replicas > 0 {
+			return true
+		}
+		uids[string(rs.UID)] = true
+	}
+	for _, o := range c.pods.List(d.Namespace, nil) {
+		pod := o.(*corev1.Pod)
+		ref := metav1.GetControllerOfNoCopy(pod)
+		if ref == nil || !uids[string(ref.UID)] {
+			continue
+		}
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			return true
+		}
+	}
+	return false
+}
