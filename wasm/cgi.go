@@ -236,6 +236,7 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stop := context.AfterFunc(h.ctx, cancel)
 	defer stop()
 	ctx, ml := withMemoryLimit(ctx, h.limit)
+	mc = mc.WithNanosleep(sleepUntilDone(ctx))
 
 	done := make(chan ExitStatus, 1)
 	go func() {

@@ -53,6 +53,7 @@ func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
 		mc = mc.WithStdout(cfg.Stdout)
 	}
 	ctx, ml := withMemoryLimit(ctx, cfg.MemoryLimitBytes)
+	mc = mc.WithNanosleep(sleepUntilDone(ctx))
 	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, mc)
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))

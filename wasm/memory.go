@@ -43,7 +43,6 @@ func (ml *memoryLimit) Allocate(capacity, max uint64) experimental.LinearMemory 
 	return &limitedMemory{ml: ml, max: max, buf: make([]byte, 0, capacity)}
 }
 
-
 // limitedMemory is a growable []byte that refuses to grow past ml.limit.
 // Memory is never shrunk, so bytes past len(buf) are still zero.
 type limitedMemory struct {

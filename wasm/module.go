@@ -1,11 +1,14 @@
 package wasm
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // Module is a compiled module, shared by all instances of one digest.
@@ -70,4 +73,22 @@ func baseConfig(args, env []string, stderr io.Writer) wazero.ModuleConfig {
 		mc = mc.WithEnv(k, v)
 	}
 	return mc
+}
+
+// sleepUntilDone returns a WASI nanosleep (used by poll_oneoff, hence Go's
+// time.Sleep) that wakes early when ctx ends. wazero's close-on-context-done
+// only interrupts guest code, not a host call in progress, so without this
+// a sleeping guest would outlive its Stop by up to its whole sleep.
+func sleepUntilDone(ctx context.Context) sys.Nanosleep {
+	return func(ns int64) {
+		if ns <= 0 {
+			return
+		}
+		t := time.NewTimer(time.Duration(ns))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }

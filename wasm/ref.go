@@ -35,6 +35,9 @@ func ParseRef(ref string) (Ref, error) {
 	if digestRE.MatchString(ref) {
 		return Ref{Digest: ref}, nil
 	}
+	if strings.HasPrefix(ref, "sha256:") {
+		return Ref{}, fmt.Errorf("module reference %q: invalid digest (want sha256:<64 lowercase hex>)", ref)
+	}
 	if name, digest, ok := strings.Cut(ref, "@"); ok {
 		if !nameRE.MatchString(name) {
 			return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]+)", ref, name)

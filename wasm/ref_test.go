@@ -1,0 +1,48 @@
+package wasm
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseRef(t *testing.T) {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		in      string
+		want    Ref
+		wantErr bool
+	}{
+		{in: "hello-wasm:v1", want: Ref{Name: "hello-wasm", Tag: "v1"}},
+		{in: "hello-wasm", want: Ref{Name: "hello-wasm", Tag: "latest"}},
+		{in: "team/app.x_y:V1.2-rc_3", want: Ref{Name: "team/app.x_y", Tag: "V1.2-rc_3"}},
+		{in: "hello@" + d, want: Ref{Name: "hello", Digest: d}},
+		{in: d, want: Ref{Digest: d}},
+		{in: "Hello:v1", wantErr: true},
+		{in: "hello:", wantErr: true},
+		{in: "hello:" + strings.Repeat("a", 129), wantErr: true},
+		{in: "hello:v 1", wantErr: true},
+		{in: "hello@sha256:abc", wantErr: true},
+		{in: "sha256:" + strings.Repeat("AB", 32), wantErr: true},
+		{in: "", wantErr: true},
+	} {
+		got, err := ParseRef(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("ParseRef(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
+			continue
+		}
+		if err == nil && got != tc.want {
+			t.Errorf("ParseRef(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestCheckBinary(t *testing.T) {
+	if err := CheckBinary(guestData.job); err != nil {
+		t.Errorf("job guest: %v", err)
+	}
+	for _, b := range [][]byte{nil, []byte("\x00asm"), []byte("\x00asm\x02\x00\x00\x00"), []byte("#!/bin/sh\necho hi\n")} {
+		if err := CheckBinary(b); err == nil {
+			t.Errorf("CheckBinary(%q) = nil, want error", b)
+		}
+	}
+}
