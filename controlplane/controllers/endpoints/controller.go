@@ -1,0 +1,79 @@
+// Package endpoints is orca's Endpoints controller: for every Service with
+// a selector it keeps an Endpoints object of the same name listing the
+// selected pods, as kube-controller-manager's EndpointController, adapted
+// to orca's host-port networking: each pod port is published as the node
+// port the agent serves it on (pod annotation nodeapi.AnnotationHostPorts),
+// so pods of one Service may have different ports and addresses are
+// grouped into one subset per distinct port list.
+package endpoints
+
+import (
+	"context"
+
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/store"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Name names the controller in logs and queue metrics.
+const Name = "endpoints"
+
+// Controller is the Endpoints controller.
+type Controller struct {
+	s         *store.Store
+	services  *store.Informer
+	pods      *store.Informer
+	endpoints *store.Informer
+	queue     workqueue.TypedRateLimitingInterface[string]
+}
+
+// New returns a controller over the Services, Pods and Endpoints informers
+// and registers its handlers; call Run after they synced. The Pods
+// handler reads the Services informer (lock order pods -> services).
+func New(s *store.Store, services, pods, endpoints *store.Informer) *Controller {
+	c := &Controller{s: s, services: services, pods: pods, endpoints: endpoints, queue: ctrlutil.NewQueue(Name)}
+	services.AddHandler(ctrlutil.EnqueueHandler(c.queue))
+	// Endpoints changed or deleted by someone else are put back.
+	endpoints.AddHandler(store.Handler{
+		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },
+		OnDelete: func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
+	})
+	pods.AddHandler(store.Handler{
+		OnAdd: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
+		OnUpdate: func(oldObj, newObj store.Object) {
+			oldPod, pod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+			if oldPod.ResourceVersion == pod.ResourceVersion {
+				return
+			}
+			var oldLabels labels.Set
+			if !labels.Equals(oldPod.Labels, pod.Labels) {
+				oldLabels = oldPod.Labels
+			}
+			c.enqueueServicesOf(pod, oldLabels)
+		},
+		OnDelete: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
+	})
+	return c
+}
+
+// Run processes Services with workers goroutines until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
+}
+
+// enqueueServicesOf enqueues every Service in pod's namespace whose
+// selector matches pod's labels or, when set, oldLabels.
+func (c *Controller) enqueueServicesOf(pod *corev1.Pod, oldLabels labels.Set) {
+	for _, o := range c.services.List(pod.Namespace, nil) {
+		svc := o.(*corev1.Service)
+		if svc.Spec.Selector == nil {
+			continue
+		}
+		sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
+		if sel.Matches(labels.Set(pod.Labels)) || (oldLabels != nil && sel.Matches(oldLabels)) {
+			c.queue.Add(store.KeyOf(svc))
+		}
+	}
+}
