@@ -1,0 +1,163 @@
+package scheduler
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// addHandlers wires the informers to the queue. Handlers run with the
+// informer's lock held: they only touch s.mu and the queue.
+func (s *Scheduler) addHandlers() {
+	s.pods.AddHandler(store.Handler{
+		OnAdd: func(o store.Object) {
+			if pod, ok := o.(*corev1.Pod); ok {
+				s.onPodAdd(pod)
+			}
+		},
+		OnUpdate: func(oldObj, newObj store.Object) {
+			o, ok1 := oldObj.(*corev1.Pod)
+			n, ok2 := newObj.(*corev1.Pod)
+			if ok1 && ok2 {
+				s.onPodUpdate(o, n)
+			}
+		},
+		OnDelete: func(o store.Object) {
+			if pod, ok := o.(*corev1.Pod); ok {
+				s.onPodDelete(pod)
+			}
+		},
+	})
+	s.nodes.AddHandler(store.Handler{
+		OnAdd: func(o store.Object) { s.moveAllToActive("node added") },
+		OnUpdate: func(oldObj, newObj store.Object) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && nodeSchedulingChanged(o, n) {
+				s.moveAllToActive("node updated")
+			}
+		},
+	})
+	s.runtimeClasses.AddHandler(store.Handler{
+		OnAdd: func(store.Object) { s.moveAllToActive("runtimeclass added") },
+		OnUpdate: func(oldObj, newObj store.Object) {
+			o, ok1 := oldObj.(*nodev1.RuntimeClass)
+			n, ok2 := newObj.(*nodev1.RuntimeClass)
+			if ok1 && ok2 && (o.Handler != n.Handler || !equality.Semantic.DeepEqual(o.Scheduling, n.Scheduling)) {
+				s.moveAllToActive("runtimeclass updated")
+			}
+		},
+	})
+}
+
+func (s *Scheduler) onPodAdd(pod *corev1.Pod) {
+	key := store.KeyOf(pod)
+	if pod.Spec.NodeName != "" {
+		s.forget(key)
+		return
+	}
+	if s.responsible(pod) {
+		s.queue.Add(key)
+	}
+}
+
+func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
+	key := store.KeyOf(pod)
+	if pod.Spec.NodeName != "" {
+		s.forget(key)
+		// A pod that leaves its node or stops running frees room.
+		if (old.Spec.NodeName != "" && old.Spec.NodeName != pod.Spec.NodeName) || (!isTerminal(old) && isTerminal(pod)) {
+			s.moveAllToActive("pod released its node")
+		}
+		return
+	}
+	if !s.responsible(pod) {
+		s.forget(key)
+		return
+	}
+	s.mu.Lock()
+	_, waiting := s.unschedulable[key]
+	if waiting && !podSchedulingChanged(old, pod) {
+		// Most likely our own PodScheduled=False write: nothing new to try.
+		s.mu.Unlock()
+		return
+	}
+	delete(s.unschedulable, key)
+	s.mu.Unlock()
+	s.queue.Add(key)
+}
+
+func (s *Scheduler) onPodDelete(pod *corev1.Pod) {
+	key := store.KeyOf(pod)
+	s.mu.Lock()
+	_, wasAssumed := s.assumed[key]
+	s.mu.Unlock()
+	s.forget(key)
+	if pod.Spec.NodeName != "" || wasAssumed {
+		s.moveAllToActive("pod deleted")
+	}
+}
+
+// forget drops key from the unschedulable and assumed sets.
+func (s *Scheduler) forget(key string) {
+	s.mu.Lock()
+	delete(s.unschedulable, key)
+	delete(s.assumed, key)
+	s.mu.Unlock()
+}
+
+// moveAllToActive queues every unschedulable pod again, as kube-scheduler's
+// MoveAllToActiveOrBackoffQueue does on cluster events.
+func (s *Scheduler) moveAllToActive(why string) {
+	s.mu.Lock()
+	s.moveSeq++
+	keys := make([]string, 0, len(s.unschedulable))
+	for k := range s.unschedulable {
+		keys = append(keys, k)
+		delete(s.unschedulable, k)
+	}
+	s.mu.Unlock()
+	if len(keys) > 0 {
+		s.log.Debug("retrying unschedulable pods", "count", len(keys), "event", why)
+	}
+	for _, k := range keys {
+		s.queue.Add(k)
+	}
+}
+
+// nodeSchedulingChanged reports whether an update changed anything the
+// plugins look at (so a heartbeat does not wake every unschedulable pod).
+func nodeSchedulingChanged(old, n *corev1.Node) bool {
+	return !equality.Semantic.DeepEqual(old.Labels, n.Labels) ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, n.Spec.Taints) ||
+		old.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, n.Status.Allocatable) ||
+		!equality.Semantic.DeepEqual(old.Status.Capacity, n.Status.Capacity) ||
+		readyStatus(old) != readyStatus(n)
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// podSchedulingChanged reports whether an update of an unscheduled pod
+// changed more than its status.
+func podSchedulingChanged(old, pod *corev1.Pod) bool {
+	return !equality.Semantic.DeepEqual(old.Spec, pod.Spec) ||
+		!equality.Semantic.DeepEqual(old.Labels, pod.Labels) ||
+		!equality.Semantic.DeepEqual(old.OwnerReferences, pod.OwnerReferences) ||
+		old.UID != pod.UID
+}
+
+// isTerminal reports whether pod has finished (Succeeded or Failed); such
+// pods hold no resources.
+func isTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
