@@ -1,0 +1,245 @@
+// Package nodeagent is orca's node agent, the kubelet of an orca node: it
+// registers its Node and renews its Lease, runs the pods bound to it on the
+// node's runtimes (one pod worker goroutine per pod, as the kubelet's pod
+// workers), probes their readiness, writes their status, serves their logs
+// over NATS (controlplane/nodeapi) and runs the L4 service proxy
+// (nodeagent/proxy).
+//
+// The agent sees only its own pods: it watches the NodePods projection with
+// the subject filter "<node>.>", which the NATS server evaluates.
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/nodeagent/proxy"
+	"github.com/orca-edge/orca/runtimes"
+)
+
+// KubeletVersion is reported in the Node's status.nodeInfo.kubeletVersion.
+const KubeletVersion = "v1.32.0-orca"
+
+// Config configures an Agent. Store, NATS and NodeName are required.
+type Config struct {
+	Store *store.Store
+	// NATS serves the log protocol (controlplane/nodeapi).
+	NATS *nats.Conn
+	// NodeName names the Node object; main defaults it to the hostname.
+	NodeName string
+	// NodeIP is the node's InternalIP, which is also every pod's IP.
+	// Default "127.0.0.1".
+	NodeIP string
+	// DataDir holds container logs under
+	// <DataDir>/pods/<ns>_<name>_<uid>/<container>/<attempt>.log.
+	// Default: a directory "orca-agent-<node>" under os.TempDir.
+	DataDir string
+	// Runtimes, by their Handler() ("wasm", "runc"). At least one.
+	Runtimes []runtimes.Runtime
+	// Capacity of the node; missing entries default to runtime.NumCPU cpus,
+	// MemTotal of /proc/meminfo and 110 pods.
+	Capacity corev1.ResourceList
+	// Labels are extra Node labels.
+	Labels map[string]string
+	// HeartbeatInterval is the Lease renew period. Default 10s.
+	HeartbeatInterval time.Duration
+	// StatusInterval is the Node status (Ready heartbeat) refresh period.
+	// Default 1m.
+	StatusInterval time.Duration
+	// Proxy runs the service proxy.
+	Proxy bool
+	// ProxyBindClusterIPs makes the proxy listen on Services' ClusterIPs.
+	ProxyBindClusterIPs bool
+	// NodePortAddress is the address NodePorts listen on. Default NodeIP.
+	NodePortAddress string
+	// BackoffBase is the first crash-loop back-off; it doubles up to
+	// BackoffMax. Defaults 10s and 5m, as the kubelet's.
+	BackoffBase, BackoffMax time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Agent is a running node agent. Create it with New.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	runtimes map[string]runtimes.Runtime
+
+	nodePods *store.Informer
+	rcs      *store.Informer
+	proxy    *proxy.Proxy
+
+	pods *podManager
+	logs *liveLogs
+
+	readyOnce sync.Once
+	ready     chan struct{}
+}
+
+// New validates cfg, applies defaults and returns an Agent. It fails when
+// Store, NATS, NodeName or Runtimes are missing or two runtimes share a
+// handler.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("nodeagent: Config.Store is required")
+	}
+	if cfg.NATS == nil {
+		return nil, errors.New("nodeagent: Config.NATS is required")
+	}
+	if cfg.NodeName == "" {
+		return nil, errors.New("nodeagent: Config.NodeName is required")
+	}
+	if len(cfg.Runtimes) == 0 {
+		return nil, fmt.Errorf("nodeagent: node %s: at least one runtime is required", cfg.NodeName)
+	}
+	if cfg.NodeIP == "" {
+		cfg.NodeIP = "127.0.0.1"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = os.TempDir() + "/orca-agent-" + cfg.NodeName
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = time.Minute
+	}
+	if cfg.NodePortAddress == "" {
+		cfg.NodePortAddress = cfg.NodeIP
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = 10 * time.Second
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeName), runtimes: map[string]runtimes.Runtime{}, ready: make(chan struct{})}
+	for _, r := range cfg.Runtimes {
+		if _, dup := a.runtimes[r.Handler()]; dup {
+			return nil, fmt.Errorf("nodeagent: node %s: two runtimes serve handler %q", cfg.NodeName, r.Handler())
+		}
+		a.runtimes[r.Handler()] = r
+	}
+	a.nodePods = store.NewInformer(cfg.Store, store.NodePods, store.WithFilter(store.EncodeName(cfg.NodeName)+".>"))
+	a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
+	a.logs = newLiveLogs()
+	a.pods = newPodManager(a)
+	if cfg.Proxy {
+		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, Logger: a.log})
+		if err != nil {
+			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
+		}
+		a.proxy = p
+	}
+	return a, nil
+}
+
+// Proxy returns the agent's service proxy, or nil when Config.Proxy is off.
+func (a *Agent) Proxy() *proxy.Proxy { return a.proxy }
+
+// Ready is closed once the agent has registered its Node, synced its
+// informers and started serving logs.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Run registers the node and runs until ctx ends. On the end of ctx it stops
+// the proxy and the log server but leaves the pods' desired state alone
+// (in-process WASM tasks end with the process). It returns an error only
+// when the agent could not start (node registration or log subscription).
+func (a *Agent) Run(ctx context.Context) error {
+	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
+		return fmt.Errorf("nodeagent: node %s: data dir: %w", a.cfg.NodeName, err)
+	}
+	if err := a.registerNode(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	goRun := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	goRun(func() { a.leaseLoop(ctx) })
+	goRun(func() { a.nodeStatusLoop(ctx) })
+	if a.proxy != nil {
+		goRun(func() {
+			if err := a.proxy.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("service proxy stopped", "err", err)
+			}
+		})
+	}
+
+	goRun(func() { a.rcs.Run(ctx) })
+	if !a.rcs.WaitForSync(ctx) {
+		wg.Wait()
+		return nil
+	}
+	adopted := a.recoverTasks(ctx)
+	a.pods.adopted = adopted
+	a.rcs.AddHandler(store.Handler{
+		OnAdd:    func(store.Object) { a.pods.notifyAll() },
+		OnUpdate: func(_, _ store.Object) { a.pods.notifyAll() },
+	})
+	a.nodePods.AddHandler(a.pods.handler())
+	goRun(func() { a.nodePods.Run(ctx) })
+	if !a.nodePods.WaitForSync(ctx) {
+		wg.Wait()
+		return nil
+	}
+	a.pods.stopOrphans(ctx)
+
+	sub, err := a.serveLogs(ctx)
+	if err != nil {
+		wg.Wait()
+		return fmt.Errorf("nodeagent: node %s: serve logs: %w", a.cfg.NodeName, err)
+	}
+	a.readyOnce.Do(func() { close(a.ready) })
+	a.log.Info("node agent running", "ip", a.cfg.NodeIP, "runtimes", a.handlers())
+	<-ctx.Done()
+	sub.Unsubscribe()
+	a.pods.wait()
+	wg.Wait()
+	return nil
+}
+
+// handlers returns the runtime handlers in Config order.
+func (a *Agent) handlers() []string {
+	var out []string
+	for _, r := range a.cfg.Runtimes {
+		out = append(out, r.Handler())
+	}
+	return out
+}
+
+func (a *Agent) podsDir() string { return a.cfg.DataDir + "/pods" }
+
+// capacity returns the node's capacity with defaults filled in.
+func (a *Agent) capacity() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for k, v := range a.cfg.Capacity {
+		out[k] = v.DeepCopy()
+	}
+	if _, ok := out[corev1.ResourceCPU]; !ok {
+		out[corev1.ResourceCPU] = *resourceQuantity(int64(runtime.NumCPU()), "")
+	}
+	if _, ok := out[corev1.ResourceMemory]; !ok {
+		if m := memTotal(); m > 0 {
+			out[corev1.ResourceMemory] = *resourceQuantity(m, "Bi")
+		}
+	}
+	if _, ok := out[corev1.ResourcePods]; !ok {
+		out[corev1.ResourcePods] = *resourceQuantity(110, "")
+	}
+	return out
+}

@@ -1,0 +1,369 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/runtimes"
+)
+
+// container is the worker's record of one container of the pod.
+type container struct {
+	spec   *corev1.Container
+	name   string
+	isInit bool
+
+	restartCount int32
+	everStarted  bool
+	attempt      int    // attempt of task (the log file's number)
+	task         string // current or last task ID
+	running      bool
+	startedAt    metav1.Time
+	bindings     []runtimes.PortBinding
+	imageID      string
+
+	term      *corev1.ContainerStateTerminated // last termination; nil while running
+	lastState *corev1.ContainerStateTerminated // termination before the current attempt
+	waiting   *corev1.ContainerStateWaiting    // why it does not run now
+	final     bool                             // terminated and will not be restarted
+
+	ready       bool
+	stopProbes  context.CancelFunc
+	killing     bool      // a liveness failure is stopping the task
+	startFailAt time.Time // last failed Start (back-off)
+}
+
+// unknownExit is what the kubelet reports for a container that vanished
+// (ContainerStatusUnknown, exit code 137).
+func unknownExit(started metav1.Time) *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
+		Message: "The container could not be located when the pod was terminated", StartedAt: started, FinishedAt: metav1.Now()}
+}
+
+// newContainer returns the record of spec, restored from the status a
+// previous agent wrote (the container's task did not survive: it counts
+// as exited with ContainerStatusUnknown and is restarted per restartPolicy).
+func newContainer(spec *corev1.Container, isInit bool, statuses []corev1.ContainerStatus) *container {
+	c := &container{spec: spec, name: spec.Name, isInit: isInit, waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	for _, st := range statuses {
+		if st.Name != spec.Name {
+			continue
+		}
+		c.restartCount = st.RestartCount
+		c.attempt = int(st.RestartCount)
+		c.lastState = st.LastTerminationState.Terminated
+		c.imageID = st.ImageID
+		switch {
+		case st.State.Running != nil:
+			c.everStarted = true
+			c.term = unknownExit(st.State.Running.StartedAt)
+		case st.State.Terminated != nil:
+			c.everStarted = true
+			c.term = st.State.Terminated.DeepCopy()
+			if isInit && c.term.ExitCode == 0 {
+				c.final = true
+			}
+		case st.LastTerminationState.Terminated != nil:
+			c.everStarted = true
+			c.term = st.LastTerminationState.Terminated.DeepCopy()
+			c.lastState = nil
+		}
+		if c.term != nil {
+			c.waiting = nil
+		}
+	}
+	return c
+}
+
+// adopt takes over a task a runtime recovered.
+func (c *container) adopt(w *podWorker, t adoptedTask) {
+	c.task, c.attempt, c.everStarted = t.status.ID, t.attempt, true
+	c.restartCount = max(c.restartCount, int32(t.attempt))
+	c.startedAt = metav1.NewTime(t.status.StartedAt)
+	c.bindings = t.status.Ports
+	if t.status.State != runtimes.StateExited {
+		c.running, c.term, c.waiting = true, nil, nil
+		w.rt = t.rt
+		w.a.logs.started(w.logPath(c.name, c.attempt))
+		w.watchTask(c, t.rt, t.status.ID, w.logPath(c.name, c.attempt))
+		w.startProbes(c)
+		return
+	}
+	c.running = true
+	w.onExitWith(c, t.rt, t.status)
+}
+
+// logPath is <DataDir>/pods/<ns>_<name>_<uid>/<container>/<attempt>.log.
+func (w *podWorker) logPath(containerName string, attempt int) string {
+	return filepath.Join(w.a.podsDir(), w.ns+"_"+w.name+"_"+string(w.uid), containerName, strconv.Itoa(attempt)+".log")
+}
+
+// startContainer starts the next attempt of c unless it is backing off
+// (the kubelet's doBackOff: first restart at once, then BackoffBase
+// doubling to BackoffMax, reset after 2*BackoffMax without a crash).
+func (w *podWorker) startContainer(ctx context.Context, c *container) {
+	key := string(w.uid) + "_" + c.name
+	if c.term != nil {
+		finished := c.term.FinishedAt.Time
+		if w.m.backoff.IsInBackOffSince(key, finished) {
+			d := w.m.backoff.Get(key)
+			c.waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d, c.name, w.name, w.ns, w.uid)}
+			w.after(finished.Add(d))
+			return
+		}
+		w.m.backoff.Next(key, finished)
+	}
+	startKey := key + "_start"
+	if !c.startFailAt.IsZero() && w.m.backoff.IsInBackOffSince(startKey, c.startFailAt) {
+		w.after(c.startFailAt.Add(w.m.backoff.Get(startKey)))
+		return
+	}
+	attempt := int(c.restartCount)
+	if c.everStarted {
+		attempt++
+	}
+	failed := func(reason string, err error) {
+		c.waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}
+		c.startFailAt = time.Now()
+		w.m.backoff.Next(startKey, c.startFailAt)
+		w.after(c.startFailAt.Add(w.m.backoff.Get(startKey)))
+		w.a.log.Warn("start container failed", "pod", w.key(), "container", c.name, "reason", reason, "err", err)
+	}
+	spec, err := w.taskSpec(ctx, c, attempt)
+	if err != nil {
+		failed("CreateContainerConfigError", err)
+		return
+	}
+	st, err := w.rt.Start(ctx, spec)
+	if err != nil && !errors.Is(err, runtimes.ErrImage) && hasHintedPorts(c.spec, spec.Ports) {
+		// The node port of the previous attempt may be taken: take any.
+		spec.Ports = w.ports(c, false)
+		st, err = w.rt.Start(ctx, spec)
+	}
+	if err != nil {
+		reason := "RunContainerError"
+		if errors.Is(err, runtimes.ErrImage) {
+			reason = "ErrImagePull"
+		}
+		failed(reason, fmt.Errorf("start container %s of pod %s: %w", c.name, w.key(), err))
+		return
+	}
+	w.m.backoff.Reset(startKey)
+	if c.everStarted {
+		c.restartCount++
+		c.lastState = c.term
+	}
+	c.everStarted, c.running, c.killing = true, true, false
+	c.term, c.waiting, c.startFailAt = nil, nil, time.Time{}
+	c.task, c.attempt, c.bindings = spec.ID, attempt, st.Ports
+	c.startedAt = metav1.NewTime(st.StartedAt)
+	if st.StartedAt.IsZero() {
+		c.startedAt = metav1.Now()
+	}
+	c.imageID = imageID(st)
+	for _, b := range st.Ports {
+		w.hostPorts[b.ContainerPort] = b.HostPort
+	}
+	w.a.log.Info("container started", "pod", w.key(), "container", c.name, "task", spec.ID, "runtime", w.rt.Handler())
+	w.a.logs.started(spec.LogPath)
+	w.watchTask(c, w.rt, spec.ID, spec.LogPath)
+	w.startProbes(c)
+}
+
+// imageID is the resolved image reference when the runtime reports a digest.
+func imageID(st runtimes.TaskStatus) string {
+	if img := st.Spec.Image; img != "" && len(img) > 7 && (containsDigest(img)) {
+		return img
+	}
+	return ""
+}
+
+func containsDigest(s string) bool {
+	for i := 0; i+7 <= len(s); i++ {
+		if s[i:i+7] == "sha256:" {
+			return true
+		}
+	}
+	return false
+}
+
+// watchTask waits for the task's exit and hands it to the worker.
+func (w *podWorker) watchTask(c *container, rt runtimes.Runtime, id, logPath string) {
+	name, ctx := c.name, w.ctx
+	go func() {
+		st, err := rt.Wait(ctx, id)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			st = runtimes.TaskStatus{ID: id, State: runtimes.StateExited, ExitCode: 137, Reason: "ContainerStatusUnknown", Message: err.Error(), FinishedAt: time.Now()}
+		}
+		w.a.logs.exited(logPath)
+		select {
+		case w.events <- workerEvent{container: name, task: id, exit: &st}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// onExit records the exit of c's task and releases it.
+func (w *podWorker) onExit(c *container, st runtimes.TaskStatus) { w.onExitWith(c, w.rt, st) }
+
+func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.TaskStatus) {
+	if !c.running {
+		return
+	}
+	if c.stopProbes != nil {
+		c.stopProbes()
+		c.stopProbes = nil
+	}
+	reason := st.Reason
+	if reason == "" {
+		reason = "Completed"
+		if st.ExitCode != 0 {
+			reason = "Error"
+		}
+	}
+	started := c.startedAt
+	if !st.StartedAt.IsZero() {
+		started = metav1.NewTime(st.StartedAt)
+	}
+	finished := metav1.NewTime(st.FinishedAt)
+	if st.FinishedAt.IsZero() {
+		finished = metav1.Now()
+	}
+	c.running, c.ready, c.killing = false, false, false
+	c.term = &corev1.ContainerStateTerminated{ExitCode: st.ExitCode, Reason: reason, Message: st.Message,
+		StartedAt: started, FinishedAt: finished, ContainerID: containerID(rt, c.task)}
+	if c.isInit && st.ExitCode == 0 {
+		c.final = true
+	}
+	w.a.logs.exited(w.logPath(c.name, c.attempt))
+	if rt != nil {
+		if err := rt.Remove(context.WithoutCancel(w.ctx), c.task); err != nil && !errors.Is(err, runtimes.ErrNotFound) {
+			w.a.log.Warn("remove task failed", "pod", w.key(), "task", c.task, "err", err)
+		}
+	}
+	w.a.log.Info("container exited", "pod", w.key(), "container", c.name, "exitCode", st.ExitCode, "reason", reason)
+}
+
+// containerID is "<handler>://<task id>" ("wasm://default_web_..._0").
+func containerID(rt runtimes.Runtime, id string) string {
+	if rt == nil || id == "" {
+		return ""
+	}
+	return rt.Handler() + "://" + id
+}
+
+// killAll stops every running container with grace (concurrently) and
+// records their exits; nothing is restarted afterwards.
+func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
+	var wg sync.WaitGroup
+	results := make([]runtimes.TaskStatus, len(w.all()))
+	cs := w.all()
+	for i, c := range cs {
+		if !c.running {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx := context.WithoutCancel(ctx)
+			if err := w.rt.Stop(sctx, c.task, grace); err != nil && !errors.Is(err, runtimes.ErrNotFound) {
+				w.a.log.Warn("stop task failed", "pod", w.key(), "task", c.task, "err", err)
+			}
+			st, err := w.rt.Inspect(sctx, c.task)
+			if err != nil || st.State != runtimes.StateExited {
+				st = runtimes.TaskStatus{ID: c.task, State: runtimes.StateExited, ExitCode: 137, Reason: "Error", FinishedAt: time.Now()}
+			}
+			results[i] = st
+		}()
+	}
+	wg.Wait()
+	for i, c := range cs {
+		if c.running {
+			w.onExit(c, results[i])
+		}
+		c.final = true
+		if c.term == nil && c.waiting != nil {
+			c.waiting = &corev1.ContainerStateWaiting{Reason: c.waiting.Reason, Message: c.waiting.Message}
+		}
+	}
+}
+
+// taskSpec builds the runtime's spec of attempt of c.
+func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (runtimes.TaskSpec, error) {
+	env, err := w.containerEnv(ctx, c.spec)
+	if err != nil {
+		return runtimes.TaskSpec{}, err
+	}
+	lookup := map[string]string{}
+	for _, kv := range env {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				lookup[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	id := taskID{namespace: w.ns, pod: w.name, uid: string(w.uid), container: c.name, attempt: attempt}
+	spec := runtimes.TaskSpec{
+		ID:           id.String(),
+		PodNamespace: w.ns, PodName: w.name, PodUID: string(w.uid), ContainerName: c.name,
+		Image:       c.spec.Image,
+		Command:     expandAll(c.spec.Command, lookup),
+		Args:        expandAll(c.spec.Args, lookup),
+		Env:         env,
+		Ports:       w.ports(c, true),
+		LogPath:     w.logPath(c.name, attempt),
+		Annotations: w.pod.Annotations,
+	}
+	if q, ok := c.spec.Resources.Limits[corev1.ResourceMemory]; ok {
+		spec.MemoryLimitBytes = q.Value()
+	}
+	if q, ok := c.spec.Resources.Limits[corev1.ResourceCPU]; ok {
+		spec.CPULimitMillis = q.MilliValue()
+	}
+	return spec, nil
+}
+
+// ports returns the runtime ports of c: on NodeIP, at the container's
+// hostPort, else (hint) the node port the previous attempt had, else 0.
+func (w *podWorker) ports(c *container, hint bool) []runtimes.Port {
+	var out []runtimes.Port
+	for _, p := range c.spec.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = string(corev1.ProtocolTCP)
+		}
+		hp := p.HostPort
+		if hp == 0 && hint {
+			hp = w.hostPorts[p.ContainerPort]
+		}
+		out = append(out, runtimes.Port{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto, HostIP: w.a.cfg.NodeIP, HostPort: hp})
+	}
+	return out
+}
+
+// hasHintedPorts reports whether ports asks for a node port the spec did not.
+func hasHintedPorts(c *corev1.Container, ports []runtimes.Port) bool {
+	for i, p := range ports {
+		if p.HostPort != 0 && c.Ports[i].HostPort == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func runtimeClassHandler(o store.Object) string { return o.(*nodev1.RuntimeClass).Handler }

@@ -1,0 +1,360 @@
+// Package testruntime is a real, in-process implementation of
+// runtimes.Runtime for the node agent's tests. Each task runs a tiny Go
+// "program" chosen by its image name instead of a container or a WASM
+// module:
+//
+//	sleep          runs until stopped; exits 0 on Stop.
+//	stubborn       ignores Stop; killed after the grace period with 137.
+//	exit:N         exits with code N after 20 ms.
+//	exit:N:DUR     exits with code N after DUR (time.ParseDuration).
+//	printenv       writes "ARGS=<command and args joined by spaces>" and
+//	               every env entry to the log, one per line, then sleeps.
+//	ticker:N       writes "line 1" ... "line N" 20 ms apart, then exits 0
+//	               (N = 0: forever, until stopped).
+//	echo-http      listens on every requested TCP port (HostPort 0 picks a
+//	               free port) and answers every HTTP request with the pod
+//	               name; logs one line per request.
+//	bad-image      Start fails with an error wrapping runtimes.ErrImage.
+//
+// Output goes to TaskSpec.LogPath (appended).
+package testruntime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orca-edge/orca/runtimes"
+)
+
+// Runtime is the test runtime. It is safe for concurrent use.
+type Runtime struct {
+	handler string
+
+	mu     sync.Mutex // guards tasks and starts
+	tasks  map[string]*task
+	starts int
+}
+
+var _ runtimes.Runtime = (*Runtime)(nil)
+
+// New returns a runtime serving the RuntimeClass handler h ("wasm", "runc").
+func New(h string) *Runtime { return &Runtime{handler: h, tasks: map[string]*task{}} }
+
+type task struct {
+	spec   runtimes.TaskSpec
+	stop   chan struct{} // closed by Stop (graceful)
+	kill   chan struct{} // closed after grace
+	done   chan struct{} // closed when the program returned
+	once   sync.Once
+	killOn sync.Once
+
+	mu     sync.Mutex // guards status
+	status runtimes.TaskStatus
+
+	listeners []net.Listener
+	log       *os.File
+}
+
+// Handler implements runtimes.Runtime.
+func (r *Runtime) Handler() string { return r.handler }
+
+// Starts returns how many tasks were started so far.
+func (r *Runtime) Starts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts
+}
+
+// Running returns the IDs of the tasks currently running.
+func (r *Runtime) Running() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, t := range r.tasks {
+		t.mu.Lock()
+		if t.status.State == runtimes.StateRunning {
+			out = append(out, id)
+		}
+		t.mu.Unlock()
+	}
+	return out
+}
+
+// Tasks returns the IDs of all tasks not yet removed.
+func (r *Runtime) Tasks() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id := range r.tasks {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Start implements runtimes.Runtime.
+func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.TaskStatus, error) {
+	if spec.Image == "bad-image" {
+		return runtimes.TaskStatus{}, fmt.Errorf("pull %q: %w", spec.Image, runtimes.ErrImage)
+	}
+	prog, err := parse(spec.Image)
+	if err != nil {
+		return runtimes.TaskStatus{}, err
+	}
+	r.mu.Lock()
+	if _, ok := r.tasks[spec.ID]; ok {
+		r.mu.Unlock()
+		return runtimes.TaskStatus{}, fmt.Errorf("start task %s: already exists", spec.ID)
+	}
+	r.mu.Unlock()
+
+	t := &task{spec: spec, stop: make(chan struct{}), kill: make(chan struct{}), done: make(chan struct{})}
+	if spec.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
+			return runtimes.TaskStatus{}, fmt.Errorf("start task %s: %w", spec.ID, err)
+		}
+		f, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return runtimes.TaskStatus{}, fmt.Errorf("start task %s: %w", spec.ID, err)
+		}
+		t.log = f
+	}
+	var bindings []runtimes.PortBinding
+	if prog.name == "echo-http" {
+		for _, p := range spec.Ports {
+			if p.Protocol != "" && p.Protocol != "TCP" {
+				continue
+			}
+			host := p.HostIP
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(p.HostPort))))
+			if err != nil {
+				t.closeAll()
+				return runtimes.TaskStatus{}, fmt.Errorf("start task %s: listen for port %d: %w", spec.ID, p.ContainerPort, err)
+			}
+			t.listeners = append(t.listeners, l)
+			bindings = append(bindings, runtimes.PortBinding{ContainerPort: p.ContainerPort, Protocol: "TCP", HostIP: host, HostPort: int32(l.Addr().(*net.TCPAddr).Port)})
+		}
+	}
+	t.status = runtimes.TaskStatus{ID: spec.ID, State: runtimes.StateRunning, StartedAt: time.Now(), Ports: bindings, Spec: spec}
+	r.mu.Lock()
+	r.tasks[spec.ID] = t
+	r.starts++
+	r.mu.Unlock()
+	go t.run(prog)
+	return t.snapshot(), nil
+}
+
+func (t *task) snapshot() runtimes.TaskStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+func (t *task) closeAll() {
+	for _, l := range t.listeners {
+		l.Close()
+	}
+	if t.log != nil {
+		t.log.Close()
+	}
+}
+
+func (t *task) logf(format string, args ...any) {
+	if t.log != nil {
+		fmt.Fprintf(t.log, format+"\n", args...)
+	}
+}
+
+type program struct {
+	name  string
+	code  int
+	delay time.Duration
+	n     int
+}
+
+func parse(image string) (program, error) {
+	parts := strings.Split(image, ":")
+	p := program{name: parts[0]}
+	switch p.name {
+	case "sleep", "stubborn", "printenv", "echo-http":
+		return p, nil
+	case "exit":
+		p.delay = 20 * time.Millisecond
+		if len(parts) < 2 {
+			return p, fmt.Errorf("image %q: want exit:N: %w", image, runtimes.ErrImage)
+		}
+		c, err := strconv.Atoi(parts[1])
+		if err != nil {
+			return p, fmt.Errorf("image %q: %w", image, runtimes.ErrImage)
+		}
+		p.code = c
+		if len(parts) > 2 {
+			if p.delay, err = time.ParseDuration(parts[2]); err != nil {
+				return p, fmt.Errorf("image %q: %w", image, runtimes.ErrImage)
+			}
+		}
+		return p, nil
+	case "ticker":
+		if len(parts) > 1 {
+			n, err := strconv.Atoi(parts[1])
+			if err != nil {
+				return p, fmt.Errorf("image %q: %w", image, runtimes.ErrImage)
+			}
+			p.n = n
+		}
+		return p, nil
+	}
+	return p, fmt.Errorf("image %q: unknown test program: %w", image, runtimes.ErrImage)
+}
+
+// run executes the program and records its exit.
+func (t *task) run(p program) {
+	code := 0
+	switch p.name {
+	case "sleep":
+		<-t.stop
+	case "stubborn":
+		<-t.kill
+		code = 137
+	case "exit":
+		select {
+		case <-time.After(p.delay):
+			code = p.code
+		case <-t.stop:
+			code = 143
+		}
+	case "printenv":
+		t.logf("ARGS=%s", strings.Join(append(append([]string{}, t.spec.Command...), t.spec.Args...), " "))
+		for _, e := range t.spec.Env {
+			t.logf("%s", e)
+		}
+		<-t.stop
+	case "ticker":
+		tick := time.NewTicker(20 * time.Millisecond)
+	loop:
+		for i := 1; p.n == 0 || i <= p.n; i++ {
+			t.logf("line %d", i)
+			select {
+			case <-tick.C:
+			case <-t.stop:
+				break loop
+			}
+		}
+		tick.Stop()
+	case "echo-http":
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			t.logf("%s %s", req.Method, req.URL.Path)
+			io.WriteString(w, t.spec.PodName)
+		})}
+		for _, l := range t.listeners {
+			go srv.Serve(l)
+		}
+		<-t.stop
+		srv.Close()
+	}
+	reason := "Completed"
+	if code != 0 {
+		reason = "Error"
+	}
+	t.mu.Lock()
+	t.status.State = runtimes.StateExited
+	t.status.ExitCode = int32(code)
+	t.status.Reason = reason
+	t.status.FinishedAt = time.Now()
+	t.mu.Unlock()
+	t.closeAll()
+	close(t.done)
+}
+
+func (r *Runtime) get(id string) (*task, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("task %s: %w", id, runtimes.ErrNotFound)
+	}
+	return t, nil
+}
+
+// Wait implements runtimes.Runtime.
+func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, error) {
+	t, err := r.get(id)
+	if err != nil {
+		return runtimes.TaskStatus{}, err
+	}
+	select {
+	case <-t.done:
+		return t.snapshot(), nil
+	case <-ctx.Done():
+		return runtimes.TaskStatus{}, ctx.Err()
+	}
+}
+
+// Stop implements runtimes.Runtime.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	t, err := r.get(id)
+	if err != nil {
+		return err
+	}
+	t.once.Do(func() { close(t.stop) })
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	t.killOn.Do(func() { close(t.kill) })
+	<-t.done
+	return nil
+}
+
+// Inspect implements runtimes.Runtime.
+func (r *Runtime) Inspect(ctx context.Context, id string) (runtimes.TaskStatus, error) {
+	t, err := r.get(id)
+	if err != nil {
+		return runtimes.TaskStatus{}, err
+	}
+	return t.snapshot(), nil
+}
+
+// Remove implements runtimes.Runtime.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	t, err := r.get(id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-t.done:
+	default:
+		return fmt.Errorf("remove task %s: still running", id)
+	}
+	r.mu.Lock()
+	delete(r.tasks, id)
+	r.mu.Unlock()
+	return nil
+}
+
+// Recover implements runtimes.Runtime: in-process tasks never outlive the
+// process, so there are none.
+func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) { return nil, nil }
+
+// Close stops every task at once.
+func (r *Runtime) Close(ctx context.Context) error {
+	for _, id := range r.Tasks() {
+		r.Stop(ctx, id, 0)
+	}
+	return nil
+}

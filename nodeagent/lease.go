@@ -1,0 +1,88 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// LeaseNamespace holds the node heartbeat Leases, as in Kubernetes.
+const LeaseNamespace = corev1.NamespaceNodeLease
+
+// LeaseDurationSeconds is the node Lease's leaseDurationSeconds (the
+// kubelet's default nodeLeaseDurationSeconds).
+const LeaseDurationSeconds = 40
+
+// leaseLoop renews kube-node-lease/<node> every HeartbeatInterval, as the
+// kubelet's node lease controller (k8s.io/component-helpers/apimachinery/
+// lease). Failures (NATS disconnected, ...) are logged and retried at the
+// next tick; they never end the loop.
+func (a *Agent) leaseLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if err := a.renewLease(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("renew node lease failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renewLease creates or updates the node's Lease with renewTime now.
+func (a *Agent) renewLease(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+5*time.Second)
+	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		now := metav1.NewMicroTime(time.Now())
+		obj, err := a.cfg.Store.Get(ctx, store.Leases, LeaseNamespace, a.cfg.NodeName)
+		if apierrors.IsNotFound(err) {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName}}
+			a.setLease(ctx, l, now)
+			_, err = a.cfg.Store.Create(ctx, store.Leases, l)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(store.Leases.GroupResource(), a.cfg.NodeName, err)
+			}
+			if err != nil {
+				return fmt.Errorf("create lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
+		}
+		l := obj.(*coordinationv1.Lease).DeepCopy()
+		a.setLease(ctx, l, now)
+		_, err = a.cfg.Store.Update(ctx, store.Leases, l)
+		if err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("renew lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
+		}
+		return err
+	})
+}
+
+func (a *Agent) setLease(ctx context.Context, l *coordinationv1.Lease, now metav1.MicroTime) {
+	holder := a.cfg.NodeName
+	dur := int32(LeaseDurationSeconds)
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &dur
+	l.Spec.RenewTime = &now
+	if len(l.OwnerReferences) == 0 {
+		// As the kubelet: the Node owns its Lease, so deleting the Node
+		// garbage-collects it.
+		if obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName); err == nil && obj.GetUID() != "" {
+			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a.cfg.NodeName, UID: obj.GetUID()}}
+		}
+	}
+}

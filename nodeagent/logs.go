@@ -1,0 +1,257 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+)
+
+// Log streaming parameters.
+const (
+	// logChunk is the largest message of a log stream (NATS' default max
+	// payload is 1 MiB).
+	logChunk = 32 << 10
+	// logPoll is how often a followed log file is re-read.
+	logPoll = 100 * time.Millisecond
+)
+
+// liveLogs tracks the log files of running tasks, so a follower knows
+// when no more data will come.
+type liveLogs struct {
+	mu   sync.Mutex
+	live map[string]bool
+}
+
+func newLiveLogs() *liveLogs { return &liveLogs{live: map[string]bool{}} }
+
+func (l *liveLogs) started(path string) { l.mu.Lock(); l.live[path] = true; l.mu.Unlock() }
+func (l *liveLogs) exited(path string)  { l.mu.Lock(); delete(l.live, path); l.mu.Unlock() }
+func (l *liveLogs) isLive(path string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.live[path]
+}
+
+// logError is an error with the HTTP status the apiserver should return.
+type logError struct {
+	status int
+	msg    string
+}
+
+func (e *logError) Error() string { return e.msg }
+
+// serveLogs answers nodeapi.LogRequests on nodeapi.LogsSubject(node).
+func (a *Agent) serveLogs(ctx context.Context) (*nats.Subscription, error) {
+	return a.cfg.NATS.Subscribe(nodeapi.LogsSubject(a.cfg.NodeName), func(m *nats.Msg) {
+		if m.Reply == "" {
+			return
+		}
+		go a.serveLog(ctx, m)
+	})
+}
+
+func (a *Agent) serveLog(ctx context.Context, m *nats.Msg) {
+	var req nodeapi.LogRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		a.logFail(m.Reply, &logError{400, "bad log request: " + err.Error()})
+		return
+	}
+	if req.Follow && req.CancelSubject != "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		sub, err := a.cfg.NATS.Subscribe(req.CancelSubject, func(*nats.Msg) { cancel() })
+		if err == nil {
+			defer sub.Unsubscribe()
+		}
+	}
+	path, err := a.logFile(req)
+	if err != nil {
+		var le *logError
+		if !errors.As(err, &le) {
+			le = &logError{500, err.Error()}
+		}
+		a.logFail(m.Reply, le)
+		return
+	}
+	if err := a.streamLog(ctx, m.Reply, path, req); err != nil {
+		a.log.Debug("log stream ended", "path", path, "err", err)
+		a.logFail(m.Reply, &logError{500, err.Error()})
+		return
+	}
+	eof := nats.NewMsg(m.Reply)
+	eof.Header.Set(nodeapi.HeaderEOF, "true")
+	_ = a.cfg.NATS.PublishMsg(eof)
+}
+
+func (a *Agent) logFail(reply string, e *logError) {
+	msg := nats.NewMsg(reply)
+	msg.Header.Set(nodeapi.HeaderError, e.msg)
+	msg.Header.Set(nodeapi.HeaderStatus, strconv.Itoa(e.status))
+	_ = a.cfg.NATS.PublishMsg(msg)
+}
+
+// logFile finds the log of the requested container's current (or
+// previous) attempt, with the kubelet's errors.
+func (a *Agent) logFile(req nodeapi.LogRequest) (string, error) {
+	obj, ok := a.nodePods.Get(req.Namespace, req.Pod)
+	if !ok {
+		return "", &logError{404, fmt.Sprintf("pods %q not found", req.Pod)}
+	}
+	pod := podFromObj(obj)
+	name := req.Container
+	if name == "" {
+		if len(pod.Spec.Containers) != 1 {
+			var names []string
+			for _, c := range pod.Spec.Containers {
+				names = append(names, c.Name)
+			}
+			return "", &logError{400, fmt.Sprintf("a container name must be specified for pod %s, choose one of: [%s]", pod.Name, strings.Join(names, " "))}
+		}
+		name = pod.Spec.Containers[0].Name
+	}
+	if !hasContainer(pod, name) {
+		return "", &logError{404, fmt.Sprintf("container %s is not valid for pod %s", name, pod.Name)}
+	}
+	dir := filepath.Join(a.podsDir(), pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name)
+	attempts := logAttempts(dir)
+	switch {
+	case req.Previous && len(attempts) < 2:
+		return "", &logError{400, fmt.Sprintf("previous terminated container %q in pod %q not found", name, pod.Name)}
+	case len(attempts) == 0:
+		return "", &logError{400, fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", name, pod.Name)}
+	case req.Previous:
+		return filepath.Join(dir, strconv.Itoa(attempts[len(attempts)-2])+".log"), nil
+	}
+	return filepath.Join(dir, strconv.Itoa(attempts[len(attempts)-1])+".log"), nil
+}
+
+func hasContainer(pod *corev1.Pod, name string) bool {
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// logAttempts returns the attempt numbers of the "<n>.log" files in dir, ascending.
+func logAttempts(dir string) []int {
+	ents, _ := os.ReadDir(dir)
+	var out []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log"))
+		if err == nil && strings.HasSuffix(e.Name(), ".log") {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// streamLog sends path from its tail offset, then, for Follow, new data
+// until the task exited and the file is drained, or ctx ends.
+func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.LogRequest) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if req.TailLines > 0 {
+		off, err := tailOffset(f, req.TailLines)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	remaining := req.LimitBytes
+	buf := make([]byte, logChunk)
+	follow := req.Follow && !req.Previous
+	for {
+		live := a.logs.isLive(path) // before reading: data written before exit is read below
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				chunk := buf[:n]
+				if req.LimitBytes > 0 {
+					if int64(n) >= remaining {
+						chunk = chunk[:remaining]
+					}
+					remaining -= int64(len(chunk))
+				}
+				if perr := a.cfg.NATS.Publish(reply, chunk); perr != nil {
+					return perr
+				}
+				if req.LimitBytes > 0 && remaining <= 0 {
+					return nil
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !follow || !live {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(logPoll):
+		}
+	}
+}
+
+// tailOffset returns the offset of the start of the last n lines of f (a
+// final line without newline counts as a line), reading backwards.
+func tailOffset(f *os.File, n int64) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	pos := size
+	buf := make([]byte, 8192)
+	var lines int64
+	first := true
+	for pos > 0 {
+		step := min(int64(len(buf)), pos)
+		pos -= step
+		if _, err := f.ReadAt(buf[:step], pos); err != nil && err != io.EOF {
+			return 0, err
+		}
+		chunk := buf[:step]
+		for i := len(chunk) - 1; i >= 0; i-- {
+			if chunk[i] != '\n' {
+				continue
+			}
+			if first && pos+int64(i) == size-1 {
+				continue // the file's final newline ends the last line
+			}
+			lines++
+			if lines == n {
+				return pos + int64(i) + 1, nil
+			}
+		}
+		first = false
+	}
+	return 0, nil
+}

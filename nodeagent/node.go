@@ -1,0 +1,183 @@
+package nodeagent
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// resourceQuantity returns n as a quantity; unit "Bi" gives BinarySI (bytes).
+func resourceQuantity(n int64, unit string) *resource.Quantity {
+	if unit == "Bi" {
+		return resource.NewQuantity(n, resource.BinarySI)
+	}
+	return resource.NewQuantity(n, resource.DecimalSI)
+}
+
+// memTotal returns MemTotal of /proc/meminfo in bytes, or 0.
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// nodeLabels returns the labels the agent owns on its Node.
+func (a *Agent) nodeLabels() map[string]string {
+	l := map[string]string{
+		corev1.LabelHostname:   a.cfg.NodeName,
+		corev1.LabelOSStable:   runtime.GOOS,
+		corev1.LabelArchStable: runtime.GOARCH,
+	}
+	for _, h := range a.handlers() {
+		l[nodeapi.RuntimeLabel(h)] = "true"
+	}
+	for k, v := range a.cfg.Labels {
+		l[k] = v
+	}
+	return l
+}
+
+// setNodeStatus fills in everything the agent reports about its Node, with
+// the Ready condition's heartbeat at now (the kubelet's
+// setNodeStatus/setNodeReadyCondition, pkg/kubelet/nodestatus).
+func (a *Agent) setNodeStatus(n *corev1.Node, now metav1.Time) {
+	capacity := a.capacity()
+	n.Status.Capacity = capacity
+	n.Status.Allocatable = capacity.DeepCopy()
+	n.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: a.cfg.NodeIP},
+		{Type: corev1.NodeHostName, Address: a.cfg.NodeName},
+	}
+	n.Status.NodeInfo.Architecture = runtime.GOARCH
+	n.Status.NodeInfo.OperatingSystem = runtime.GOOS
+	n.Status.NodeInfo.KubeletVersion = KubeletVersion
+	n.Status.NodeInfo.KubeProxyVersion = ""
+	n.Status.NodeInfo.ContainerRuntimeVersion = "orca://" + strings.Join(a.handlers(), ",")
+	n.Status.Phase = ""
+	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "orca agent is posting ready status"}, now)
+	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "orca agent has sufficient memory available"}, now)
+	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "orca agent has no disk pressure"}, now)
+	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "orca agent has sufficient PID available"}, now)
+}
+
+// setNodeCondition sets c with heartbeat now, keeping lastTransitionTime
+// when the status did not change.
+func setNodeCondition(n *corev1.Node, c corev1.NodeCondition, now metav1.Time) {
+	c.LastHeartbeatTime = now
+	for i := range n.Status.Conditions {
+		old := &n.Status.Conditions[i]
+		if old.Type != c.Type {
+			continue
+		}
+		c.LastTransitionTime = old.LastTransitionTime
+		if old.Status != c.Status || c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+		}
+		*old = c
+		return
+	}
+	c.LastTransitionTime = now
+	n.Status.Conditions = append(n.Status.Conditions, c)
+}
+
+// registerNode creates the agent's Node or, when it exists (an agent that
+// restarts), updates its labels and status, as the kubelet's
+// registerWithAPIServer does. It retries until ctx ends.
+func (a *Agent) registerNode(ctx context.Context) error {
+	for {
+		err := a.syncNode(ctx, true)
+		if err == nil {
+			return nil
+		}
+		a.log.Warn("register node failed, retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("register node %s: %w", a.cfg.NodeName, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// syncNode writes the Node's labels (when labels is set) and status.
+func (a *Agent) syncNode(ctx context.Context, labels bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		now := metav1.Now()
+		obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName)
+		if apierrors.IsNotFound(err) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels()}}
+			a.setNodeStatus(n, now)
+			_, err = a.cfg.Store.Create(ctx, store.Nodes, n)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(store.Nodes.GroupResource(), a.cfg.NodeName, err)
+			}
+			if err != nil {
+				return fmt.Errorf("create node %s: %w", a.cfg.NodeName, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get node %s: %w", a.cfg.NodeName, err)
+		}
+		n := obj.(*corev1.Node).DeepCopy()
+		if labels {
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			for k, v := range a.nodeLabels() {
+				n.Labels[k] = v
+			}
+		}
+		a.setNodeStatus(n, now)
+		if _, err := a.cfg.Store.Update(ctx, store.Nodes, n); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("update node %s status: %w", a.cfg.NodeName, err)
+		}
+		return nil
+	})
+}
+
+// nodeStatusLoop refreshes the Node status every StatusInterval.
+func (a *Agent) nodeStatusLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := a.syncNode(ctx, false); err != nil && ctx.Err() == nil {
+			a.log.Warn("node status update failed", "err", err)
+		}
+	}
+}

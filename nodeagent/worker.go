@@ -1,0 +1,343 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/runtimes"
+)
+
+// podWorker converges one pod, as a kubelet pod worker: it is woken by
+// informer events, task exits, probe results and back-off timers, re-reads
+// the projected pod and acts. All fields below the channels belong to the
+// worker goroutine alone.
+type podWorker struct {
+	m        *podManager
+	a        *Agent
+	ns, name string
+	notifyCh chan struct{}
+	events   chan workerEvent
+	ctx      context.Context // worker-scoped; ends when the worker ends
+
+	uid        types.UID
+	pod        *corev1.Pod // latest projected pod; shared, do not modify
+	rt         runtimes.Runtime
+	rtReason   string // why no runtime could be resolved ("" = resolved)
+	rtMessage  string
+	init       []*container
+	regular    []*container
+	startTime  metav1.Time
+	hostPorts  map[int32]int32 // containerPort -> node port, last known
+	terminal   corev1.PodPhase // Succeeded or Failed once the pod ended
+	restored   bool            // terminal phase read back from the store: never rewrite it
+	nextSync   time.Time       // earliest pending timer ("" = none)
+	deleteTrys int
+}
+
+// workerEvent is a task exit or a probe result of one container's task.
+type workerEvent struct {
+	container string
+	task      string
+	exit      *runtimes.TaskStatus
+	probe     *probeResult
+}
+
+func newPodWorker(m *podManager, ns, name string) *podWorker {
+	return &podWorker{m: m, a: m.a, ns: ns, name: name, notifyCh: make(chan struct{}, 1), events: make(chan workerEvent, 16)}
+}
+
+func (w *podWorker) key() string { return w.ns + "/" + w.name }
+
+func (w *podWorker) wake() {
+	select {
+	case w.notifyCh <- struct{}{}:
+	default:
+	}
+}
+
+// after asks for a sync no later than t.
+func (w *podWorker) after(t time.Time) {
+	if w.nextSync.IsZero() || t.Before(w.nextSync) {
+		w.nextSync = t
+	}
+}
+
+// run syncs until the pod is gone from the node or ctx ends. When ctx
+// ends the tasks are left running (the agent is stopping, not the pod).
+func (w *podWorker) run(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	w.ctx = wctx
+	defer func() {
+		cancel()
+		w.m.done(w)
+	}()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		if w.sync(wctx) {
+			return
+		}
+		if !w.nextSync.IsZero() {
+			timer.Reset(max(time.Until(w.nextSync), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.notifyCh:
+		case ev := <-w.events:
+			w.handle(ev)
+		case <-timer.C:
+		}
+		timer.Stop()
+		w.nextSync = time.Time{}
+	}
+}
+
+// sync converges the pod once; it reports whether the worker is done.
+func (w *podWorker) sync(ctx context.Context) bool {
+	obj, ok := w.a.nodePods.Get(w.ns, w.name)
+	if !ok {
+		if w.uid != "" {
+			// Force-deleted (or moved away): stop at once, as the kubelet
+			// does for a pod that vanished from its source.
+			w.killAll(ctx, 0)
+		}
+		return true
+	}
+	pod := podFromObj(obj)
+	if pod.UID != w.uid {
+		if w.uid != "" {
+			w.killAll(ctx, 0)
+		}
+		w.setup(pod)
+	}
+	w.pod = pod
+	if pod.DeletionTimestamp != nil {
+		return w.terminate(ctx)
+	}
+	if w.terminal == "" {
+		w.converge(ctx)
+	}
+	if !w.restored {
+		if err := w.writeStatus(ctx); err != nil && ctx.Err() == nil {
+			w.a.log.Warn("write pod status failed, retrying", "pod", w.key(), "err", err)
+			w.after(time.Now().Add(time.Second))
+		}
+	}
+	return false
+}
+
+// handle applies a task exit or a probe result.
+func (w *podWorker) handle(ev workerEvent) {
+	c := w.container(ev.container)
+	if c == nil || c.task != ev.task || !c.running {
+		return // stale: an earlier attempt
+	}
+	switch {
+	case ev.exit != nil:
+		w.onExit(c, *ev.exit)
+	case ev.probe != nil:
+		w.onProbe(c, *ev.probe)
+	}
+}
+
+func (w *podWorker) container(name string) *container {
+	for _, c := range w.init {
+		if c.name == name {
+			return c
+		}
+	}
+	for _, c := range w.regular {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (w *podWorker) all() []*container {
+	return append(append([]*container{}, w.init...), w.regular...)
+}
+
+// setup starts tracking pod: containers are restored from the status a
+// previous agent wrote and from tasks the runtimes recovered.
+func (w *podWorker) setup(pod *corev1.Pod) {
+	w.uid = pod.UID
+	w.init, w.regular, w.terminal, w.restored, w.rt = nil, nil, "", false, nil
+	w.startTime = metav1.Now()
+	if pod.Status.StartTime != nil {
+		w.startTime = *pod.Status.StartTime
+	}
+	w.hostPorts, _ = nodeapi.DecodeHostPorts(pod.Annotations[nodeapi.AnnotationHostPorts])
+	if w.hostPorts == nil {
+		w.hostPorts = map[int32]int32{}
+	}
+	for i := range pod.Spec.InitContainers {
+		w.init = append(w.init, newContainer(&pod.Spec.InitContainers[i], true, pod.Status.InitContainerStatuses))
+	}
+	for i := range pod.Spec.Containers {
+		w.regular = append(w.regular, newContainer(&pod.Spec.Containers[i], false, pod.Status.ContainerStatuses))
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		w.terminal, w.restored = pod.Status.Phase, true
+	}
+	for _, t := range w.m.takeAdopted(pod.UID) {
+		c := w.container(t.container)
+		if c == nil || t.attempt < c.attempt {
+			_ = t.rt.Stop(w.ctx, t.status.ID, 0)
+			_ = t.rt.Remove(w.ctx, t.status.ID)
+			continue
+		}
+		c.adopt(w, t)
+	}
+}
+
+// converge starts what should run: init containers one at a time, then the
+// regular containers, restarting exited ones per restartPolicy with
+// back-off; and detects the end of the pod.
+func (w *podWorker) converge(ctx context.Context) {
+	if !w.resolveRuntime() {
+		for _, c := range w.all() {
+			if !c.running && !c.final {
+				c.waiting = &corev1.ContainerStateWaiting{Reason: w.rtReason, Message: w.rtMessage}
+			}
+		}
+		w.after(time.Now().Add(10 * time.Second))
+		return
+	}
+	policy := w.pod.Spec.RestartPolicy
+	for _, c := range w.init {
+		if c.final && c.term != nil && c.term.ExitCode == 0 {
+			continue
+		}
+		if c.running {
+			return
+		}
+		if c.term != nil && c.term.ExitCode != 0 && policy == corev1.RestartPolicyNever {
+			c.final = true
+			c.waiting = nil
+			w.terminal = corev1.PodFailed
+			return
+		}
+		w.startContainer(ctx, c)
+		return
+	}
+	for _, c := range w.regular {
+		if c.running || c.final {
+			continue
+		}
+		if c.term != nil && !shouldRestart(policy, c.term.ExitCode) {
+			c.final = true
+			c.waiting = nil
+			continue
+		}
+		w.startContainer(ctx, c)
+	}
+	if p := w.phase(); p == corev1.PodSucceeded || p == corev1.PodFailed {
+		w.terminal = p
+	}
+}
+
+// shouldRestart is the kubelet's ShouldContainerBeRestarted for an exited
+// container.
+func shouldRestart(policy corev1.RestartPolicy, exitCode int32) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	default:
+		return true
+	}
+}
+
+// resolveRuntime maps spec.runtimeClassName to a runtime through the
+// RuntimeClass's handler (none: nodeapi.DefaultHandler).
+func (w *podWorker) resolveRuntime() bool {
+	handler := nodeapi.DefaultHandler
+	if rc := w.pod.Spec.RuntimeClassName; rc != nil && *rc != "" {
+		obj, ok := w.a.rcs.Get("", *rc)
+		if !ok {
+			w.rtReason, w.rtMessage = "CreateContainerConfigError", fmt.Sprintf("RuntimeClassNotFound: runtimeclass.node.k8s.io %q not found", *rc)
+			return false
+		}
+		handler = runtimeClassHandler(obj)
+	}
+	rt, ok := w.a.runtimes[handler]
+	if !ok {
+		w.rtReason, w.rtMessage = "CreateContainerError", fmt.Sprintf("RuntimeHandlerNotFound: node %s has no runtime for handler %q", w.a.cfg.NodeName, handler)
+		return false
+	}
+	w.rt, w.rtReason, w.rtMessage = rt, "", ""
+	return true
+}
+
+// terminate stops a pod being deleted with its grace period, records the
+// containers as terminated and removes the pod from the store (with the
+// current resourceVersion as precondition), as the kubelet's
+// killPod + status manager's final delete. It reports whether the worker
+// is done.
+func (w *podWorker) terminate(ctx context.Context) bool {
+	grace := 30 * time.Second
+	if s := w.pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		grace = time.Duration(*s) * time.Second
+	}
+	if s := w.pod.DeletionGracePeriodSeconds; s != nil {
+		grace = time.Duration(*s) * time.Second
+	}
+	w.killAll(ctx, grace)
+	if w.terminal == "" {
+		w.terminal = corev1.PodSucceeded
+		for _, c := range w.regular {
+			if c.term == nil || c.term.ExitCode != 0 {
+				w.terminal = corev1.PodFailed
+			}
+		}
+	}
+	if !w.restored {
+		if err := w.writeStatus(ctx); err != nil {
+			w.a.log.Debug("final pod status not written", "pod", w.key(), "err", err)
+		}
+	}
+	if err := w.deleteFromStore(ctx); err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		w.a.log.Warn("delete pod failed, retrying", "pod", w.key(), "err", err)
+		w.after(time.Now().Add(time.Second))
+		return false
+	}
+	return true
+}
+
+// deleteFromStore deletes the pod of w.uid, re-reading on conflicts.
+func (w *podWorker) deleteFromStore(ctx context.Context) error {
+	for i := 0; ; i++ {
+		obj, err := w.a.cfg.Store.Get(ctx, store.Pods, w.ns, w.name)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("delete pod %s: %w", w.key(), err)
+		}
+		if obj.GetUID() != w.uid {
+			return nil // a new pod of that name
+		}
+		_, err = w.a.cfg.Store.Delete(ctx, store.Pods, w.ns, w.name, obj.GetResourceVersion())
+		if err == nil || apierrors.IsNotFound(err) {
+			w.a.log.Info("pod deleted", "pod", w.key())
+			return nil
+		}
+		if !apierrors.IsConflict(err) || i > 10 {
+			return fmt.Errorf("delete pod %s: %w", w.key(), err)
+		}
+	}
+}
