@@ -1,0 +1,237 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// allocator hands out Service ClusterIPs from the service CIDR and
+// nodePorts from the node port range. The source of truth is the stored
+// Services (re-read on every allocation, so restarts and several writers
+// converge); addresses handed out but not yet stored are held in pending
+// until the caller's release. Released addresses of deleted Services are
+// free again once the Service is gone from the store.
+type allocator struct {
+	prefix         netip.Prefix
+	portLo, portHi int
+
+	mu           sync.Mutex // serializes allocations; guards the maps
+	pendingIPs   map[string]bool
+	pendingPorts map[int32]bool
+}
+
+func newAllocator(cidr, portRange string) (*allocator, error) {
+	pfx, err := netip.ParsePrefix(cidr)
+	if err != nil || !pfx.Addr().Is4() || pfx.Bits() > 30 {
+		return nil, fmt.Errorf("service CIDR %q: want an IPv4 prefix of at most /30", cidr)
+	}
+	lo, hi, ok := strings.Cut(portRange, "-")
+	l, err1 := strconv.Atoi(lo)
+	h, err2 := strconv.Atoi(hi)
+	if !ok || err1 != nil || err2 != nil || l < 1 || h > 65535 || l > h {
+		return nil, fmt.Errorf("node port range %q: want lo-hi within 1-65535", portRange)
+	}
+	return &allocator{prefix: pfx.Masked(), portLo: l, portHi: h, pendingIPs: map[string]bool{}, pendingPorts: map[int32]bool{}}, nil
+}
+
+// used returns the ClusterIPs and nodePorts of every stored Service except
+// the one named skip ("ns/name").
+func (s *Server) usedAddresses(ctx context.Context, skip string) (map[string]bool, map[int32]bool, error) {
+	objs, _, err := s.st.List(ctx, store.Services, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	ips, ports := map[string]bool{}, map[int32]bool{}
+	for _, o := range objs {
+		if store.KeyOf(o) == skip {
+			continue
+		}
+		svc := o.(*corev1.Service)
+		ips[svc.Spec.ClusterIP] = true
+		for _, ip := range svc.Spec.ClusterIPs {
+			ips[ip] = true
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort != 0 {
+				ports[p.NodePort] = true
+			}
+		}
+	}
+	return ips, ports, nil
+}
+
+// allocate gives a new Service its ClusterIP (unless headless or
+// ExternalName, or checking a requested one: inside the CIDR and free) and
+// a nodePort for each port of a NodePort/LoadBalancer Service (or checks
+// the requested ones). Conflicts are 422 Invalid. release must be called
+// once the Service is stored or abandoned.
+func (s *Server) allocate(ctx context.Context, obj store.Object) (release func(), err error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return func() {}, nil
+	}
+	return s.allocateService(ctx, svc, nil)
+}
+
+// allocateUpdate keeps a Service's addresses across an update: an empty
+// clusterIP or nodePort in the new object takes the stored one, and ports
+// that newly need a nodePort get one.
+func (s *Server) allocateUpdate(ctx context.Context, obj, old store.Object) error {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil
+	}
+	release, err := s.allocateService(ctx, svc, old.(*corev1.Service))
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
+}
+
+func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) (func(), error) {
+	a := s.alloc
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ips, ports, err := s.usedAddresses(ctx, store.KeyOf(svc))
+	if err != nil {
+		return nil, err
+	}
+	for ip := range a.pendingIPs {
+		ips[ip] = true
+	}
+	for p := range a.pendingPorts {
+		ports[p] = true
+	}
+	var errs field.ErrorList
+	var gotIP string
+	var gotPorts []int32
+	sp := &svc.Spec
+	if old != nil && sp.ClusterIP == "" && sp.Type != corev1.ServiceTypeExternalName {
+		sp.ClusterIP, sp.ClusterIPs = old.Spec.ClusterIP, old.Spec.ClusterIPs
+	}
+	switch {
+	case sp.Type == corev1.ServiceTypeExternalName:
+		sp.ClusterIP, sp.ClusterIPs = "", nil
+	case sp.ClusterIP == corev1.ClusterIPNone:
+		sp.ClusterIPs = []string{corev1.ClusterIPNone}
+	case sp.ClusterIP == "":
+		ip, ok := a.nextIP(ips)
+		if !ok {
+			return nil, apierrors.NewInternalError(fmt.Errorf("allocate cluster IP for service %s/%s: range %s is full", svc.Namespace, svc.Name, a.prefix))
+		}
+		sp.ClusterIP, sp.ClusterIPs, gotIP = ip, []string{ip}, ip
+	default:
+		addr, perr := netip.ParseAddr(sp.ClusterIP)
+		p := field.NewPath("spec", "clusterIP")
+		switch {
+		case perr != nil:
+			errs = append(errs, field.Invalid(p, sp.ClusterIP, "must be a valid IP address"))
+		case !a.prefix.Contains(addr):
+			errs = append(errs, field.Invalid(p, sp.ClusterIP, fmt.Sprintf("provided IP is not in the valid range. The range of valid IPs is %s", a.prefix)))
+		case ips[sp.ClusterIP] && (old == nil || old.Spec.ClusterIP != sp.ClusterIP):
+			errs = append(errs, field.Invalid(p, sp.ClusterIP, "provided IP is already allocated"))
+		}
+		sp.ClusterIPs = []string{sp.ClusterIP}
+	}
+	if sp.ClusterIP != "" && sp.ClusterIP != corev1.ClusterIPNone {
+		sp.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		if sp.IPFamilyPolicy == nil {
+			pol := corev1.IPFamilyPolicySingleStack
+			sp.IPFamilyPolicy = &pol
+		}
+	}
+	needsPorts := sp.Type == corev1.ServiceTypeNodePort || sp.Type == corev1.ServiceTypeLoadBalancer
+	oldPorts := map[int32]int32{}
+	if old != nil {
+		for _, p := range old.Spec.Ports {
+			if p.NodePort != 0 {
+				oldPorts[p.Port] = p.NodePort
+				delete(ports, p.NodePort) // ours
+			}
+		}
+	}
+	for i := range sp.Ports {
+		port := &sp.Ports[i]
+		p := field.NewPath("spec", "ports").Index(i).Child("nodePort")
+		if !needsPorts {
+			continue
+		}
+		if port.NodePort == 0 {
+			if np, ok := oldPorts[port.Port]; ok {
+				port.NodePort = np
+				ports[np] = true
+				continue
+			}
+			np, ok := a.nextPort(ports)
+			if !ok {
+				return nil, apierrors.NewInternalError(fmt.Errorf("allocate node port for service %s/%s: range %d-%d is full", svc.Namespace, svc.Name, a.portLo, a.portHi))
+			}
+			port.NodePort = np
+			ports[np] = true
+			gotPorts = append(gotPorts, np)
+			continue
+		}
+		if int(port.NodePort) < a.portLo || int(port.NodePort) > a.portHi {
+			errs = append(errs, field.Invalid(p, port.NodePort, fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %d-%d", a.portLo, a.portHi)))
+			continue
+		}
+		if ports[port.NodePort] {
+			errs = append(errs, field.Invalid(p, port.NodePort, "provided port is already allocated"))
+			continue
+		}
+		ports[port.NodePort] = true
+		gotPorts = append(gotPorts, port.NodePort)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(store.Services.GroupVersion().WithKind("Service").GroupKind(), svc.Name, errs)
+	}
+	if gotIP != "" {
+		a.pendingIPs[gotIP] = true
+	}
+	for _, p := range gotPorts {
+		a.pendingPorts[p] = true
+	}
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		delete(a.pendingIPs, gotIP)
+		for _, p := range gotPorts {
+			delete(a.pendingPorts, p)
+		}
+	}, nil
+}
+
+// nextIP returns the lowest free address of the prefix, skipping the
+// network address and the broadcast address.
+func (a *allocator) nextIP(used map[string]bool) (string, bool) {
+	for ip := a.prefix.Addr().Next(); a.prefix.Contains(ip); ip = ip.Next() {
+		if !a.prefix.Contains(ip.Next()) {
+			break // broadcast
+		}
+		if !used[ip.String()] {
+			return ip.String(), true
+		}
+	}
+	return "", false
+}
+
+// nextPort returns the lowest free port of the range.
+func (a *allocator) nextPort(used map[int32]bool) (int32, bool) {
+	for p := a.portLo; p <= a.portHi; p++ {
+		if !used[int32(p)] {
+			return int32(p), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,144 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/yaml"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// readBody reads the request body, at most limit bytes. A larger body is a
+// 413 RequestEntityTooLarge.
+func readBody(c echo.Context, limit int64) ([]byte, error) {
+	req := c.Request()
+	if req.ContentLength > limit {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
+		}
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
+	}
+	return b, nil
+}
+
+// mediaType returns the request's Content-Type without parameters.
+func mediaType(c echo.Context) string {
+	ct := c.Request().Header.Get("Content-Type")
+	if ct == "" {
+		return "application/json"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ct
+	}
+	return mt
+}
+
+// bodyJSON reads the body and returns it as JSON: JSON is passed through,
+// YAML (application/yaml, text/yaml) is converted with sigs.k8s.io/yaml.
+// Other media types (protobuf, CBOR) are 415; an unparsable body is 400.
+func (s *Server) bodyJSON(c echo.Context) ([]byte, error) {
+	b, err := readBody(c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	switch mt := mediaType(c); mt {
+	case "application/json", "*/*":
+		if !json.Valid(b) {
+			return nil, apierrors.NewBadRequest("the request body is not valid JSON")
+		}
+		return b, nil
+	case "application/yaml", "application/x-yaml", "text/yaml":
+		j, err := yaml.YAMLToJSON(b)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
+		}
+		return j, nil
+	default:
+		return nil, unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json, application/yaml", mt))
+	}
+}
+
+// decodeObject parses JSON into a new object of r. A body whose kind or
+// apiVersion names another type is a 400, as in Kubernetes.
+func decodeObject(r store.Resource, data []byte) (store.Object, error) {
+	var tm struct {
+		Kind       string `json:"kind"`
+		APIVersion string `json:"apiVersion"`
+	}
+	if err := json.Unmarshal(data, &tm); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", r.Kind, err))
+	}
+	if tm.Kind != "" && tm.Kind != r.Kind {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): kind %q", r.Kind, tm.Kind))
+	}
+	if tm.APIVersion != "" && tm.APIVersion != r.APIVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", tm.APIVersion, r.APIVersion()))
+	}
+	obj := r.New()
+	if err := json.Unmarshal(data, obj); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", r.Kind, err))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
+	return obj, nil
+}
+
+// toMap returns obj as a generic JSON map.
+func toMap(obj any) (map[string]any, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	return m, json.Unmarshal(b, &m)
+}
+
+// fromMap decodes a generic JSON map into a new object of r.
+func fromMap(r store.Resource, m map[string]any) (store.Object, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return decodeObject(r, b)
+}
+
+// writeJSON writes v as JSON with code.
+func writeJSON(c echo.Context, code int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return c.JSONBlob(code, b)
+}
+
+// wantsTable reports whether the client asked for a meta.k8s.io Table
+// (kubectl get does), and which version.
+func wantsTable(c echo.Context) (bool, string) {
+	acc := c.Request().Header.Get("Accept")
+	for _, part := range strings.Split(acc, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == "application/json" && params["as"] == "Table" && params["g"] == "meta.k8s.io" {
+			return true, params["v"]
+		}
+		if mt == "application/json" && params["as"] == "" {
+			return false, ""
+		}
+	}
+	return false, ""
+}

@@ -1,0 +1,117 @@
+package apiserver
+
+import (
+	"net"
+	"net/http"
+	"runtime"
+	"sort"
+
+	"github.com/labstack/echo/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// GitVersion is what /version reports: the Kubernetes API level orca
+// speaks, suffixed with -orca.
+const GitVersion = "v1.32.0-orca"
+
+// orcaGroup is orca's own API group (WASM modules).
+const orcaGroup = "orca.dev"
+
+var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// statusSubresource lists the kinds with a status subresource (main-resource
+// writes then ignore status, as Kubernetes' strategies do).
+var statusSubresource = map[string]bool{"Pod": true, "Service": true, "Node": true, "Namespace": true, "Deployment": true, "ReplicaSet": true}
+
+// categoryAll lists the kinds in the "all" category (kubectl get all).
+var categoryAll = map[string]bool{"Pod": true, "Service": true, "Deployment": true, "ReplicaSet": true}
+
+func (s *Server) version(c echo.Context) error {
+	return c.JSON(http.StatusOK, version.Info{Major: "1", Minor: "32", GitVersion: GitVersion, Platform: runtime.GOOS + "/" + runtime.GOARCH, GoVersion: runtime.Version(), Compiler: runtime.Compiler})
+}
+
+func serverAddresses(c echo.Context) []metav1.ServerAddressByClientCIDR {
+	host := c.Request().Host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "80")
+	}
+	return []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: host}}
+}
+
+func (s *Server) apiVersions(c echo.Context) error {
+	return c.JSON(http.StatusOK, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}, ServerAddressByClientCIDRs: serverAddresses(c)})
+}
+
+// groups returns the non-core API groups, sorted, with orca.dev last.
+func (s *Server) groups() []metav1.APIGroup {
+	seen := map[string]bool{}
+	var out []metav1.APIGroup
+	for _, r := range store.All {
+		if r.Group == "" || seen[r.Group] {
+			continue
+		}
+		seen[r.Group] = true
+		gv := metav1.GroupVersionForDiscovery{GroupVersion: r.APIVersion(), Version: r.Version}
+		out = append(out, metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: r.Group, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	gv := metav1.GroupVersionForDiscovery{GroupVersion: orcaGroup + "/v1", Version: "v1"}
+	out = append(out, metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: orcaGroup, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})
+	return out
+}
+
+func (s *Server) apiGroups(c echo.Context) error {
+	return c.JSON(http.StatusOK, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: s.groups()})
+}
+
+// discovery answers /api/v1, /apis/<group> and /apis/<group>/<version>.
+func (s *Server) discovery(c echo.Context, gv schema.GroupVersion, segs []string) error {
+	if segs[0] == "apis" && len(segs) == 2 {
+		for _, g := range s.groups() {
+			if g.Name == segs[1] {
+				return c.JSON(http.StatusOK, g)
+			}
+		}
+		return notFoundPath(c.Request().URL.Path)
+	}
+	list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	if gv.Group == orcaGroup && gv.Version == "v1" {
+		list.APIResources = []metav1.APIResource{{Name: "wasmmodules", SingularName: "wasmmodule", Kind: "WasmModule", Verbs: metav1.Verbs{"update"}}}
+		return c.JSON(http.StatusOK, list)
+	}
+	found := false
+	for _, r := range store.All {
+		if r.GroupVersion() != gv {
+			continue
+		}
+		found = true
+		ar := metav1.APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.Kind, Verbs: allVerbs, ShortNames: r.ShortNames}
+		if categoryAll[r.Kind] {
+			ar.Categories = []string{"all"}
+		}
+		list.APIResources = append(list.APIResources, ar)
+		sub := func(name, kind string, verbs ...string) {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r.Plural + "/" + name, Namespaced: r.Namespaced, Kind: kind, Verbs: verbs})
+		}
+		if statusSubresource[r.Kind] {
+			sub("status", r.Kind, "get", "patch", "update")
+		}
+		switch r.Kind {
+		case "Pod":
+			sub("binding", "Binding", "create")
+			sub("log", "Pod", "get")
+		case "Deployment", "ReplicaSet":
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r.Plural + "/scale", Namespaced: true, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: metav1.Verbs{"get", "patch", "update"}})
+		case "Namespace":
+			sub("finalize", "Namespace", "update")
+		}
+	}
+	if !found {
+		return notFoundPath(c.Request().URL.Path)
+	}
+	return c.JSON(http.StatusOK, list)
+}

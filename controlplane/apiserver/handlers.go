@@ -1,0 +1,518 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// get answers GET of one object.
+func (s *Server) get(c echo.Context, ri reqInfo) error {
+	if err := requireNamespace(ri); err != nil {
+		return err
+	}
+	obj, err := s.st.Get(c.Request().Context(), ri.res, ri.namespace, ri.name)
+	if err != nil {
+		return err
+	}
+	if ok, v := wantsTable(c); ok {
+		return writeJSON(c, http.StatusOK, s.table(ri.res, []store.Object{obj}, "", v, c.QueryParam("includeObject")))
+	}
+	return writeJSON(c, http.StatusOK, obj)
+}
+
+// requireNamespace rejects a name on a namespaced resource without a
+// namespace in the path (/api/v1/pods/x names nothing).
+func requireNamespace(ri reqInfo) error {
+	if ri.res.Namespaced && ri.namespace == "" && ri.name != "" {
+		return apierrors.NewNotFound(ri.res.GroupResource(), ri.name)
+	}
+	return nil
+}
+
+// list answers GET of a collection, filtered by labelSelector and
+// fieldSelector. Paging (limit/continue) is not implemented: the whole list
+// is returned without a continue token, which clients accept.
+func (s *Server) list(c echo.Context, ri reqInfo) error {
+	q := c.Request().URL.Query()
+	sel, err := parseSelectors(ri.res, q.Get("labelSelector"), q.Get("fieldSelector"))
+	if err != nil {
+		return err
+	}
+	objs, rev, err := s.st.List(c.Request().Context(), ri.res, ri.namespace)
+	if err != nil {
+		return err
+	}
+	items := make([]store.Object, 0, len(objs))
+	for _, o := range objs {
+		if sel.matches(o) {
+			items = append(items, o)
+		}
+	}
+	rv := fmt.Sprint(rev)
+	if ok, v := wantsTable(c); ok {
+		return writeJSON(c, http.StatusOK, s.table(ri.res, items, rv, v, q.Get("includeObject")))
+	}
+	return writeJSON(c, http.StatusOK, listOf(ri.res, items, rv))
+}
+
+// objectList is the JSON shape of every <Kind>List.
+type objectList struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ListMeta `json:"metadata"`
+	Items           []store.Object  `json:"items"`
+}
+
+func listOf(r store.Resource, items []store.Object, rv string) objectList {
+	if items == nil {
+		items = []store.Object{}
+	}
+	return objectList{TypeMeta: metav1.TypeMeta{Kind: r.ListKind, APIVersion: r.APIVersion()}, Metadata: metav1.ListMeta{ResourceVersion: rv}, Items: items}
+}
+
+func isDryRun(q url.Values) bool { return len(q["dryRun"]) > 0 && q.Get("dryRun") != "" }
+
+// create answers POST to a collection.
+func (s *Server) create(c echo.Context, ri reqInfo) error {
+	if ri.res.Namespaced && ri.namespace == "" {
+		return apiMethodNotAllowed(http.MethodPost, c.Request().URL.Path)
+	}
+	data, err := s.bodyJSON(c)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeObject(ri.res, data)
+	if err != nil {
+		return err
+	}
+	out, err := s.createObject(c.Request().Context(), ri.res, ri.namespace, obj, isDryRun(c.Request().URL.Query()))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusCreated, out)
+}
+
+// createObject sets the server-owned metadata of obj (uid,
+// creationTimestamp, generation 1, generateName), applies defaults,
+// allocates Service addresses, validates, and stores it. namespace is the
+// request's namespace: an object naming another one is a 400. For a
+// namespaced kind the namespace must exist (404) and not be terminating
+// (403). A name taken by a generateName attempt is retried up to 8 times.
+func (s *Server) createObject(ctx context.Context, r store.Resource, namespace string, obj store.Object, dryRun bool) (store.Object, error) {
+	if r.Namespaced {
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(namespace)
+		} else if obj.GetNamespace() != namespace {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the provided object (%s) does not match the namespace sent on the request (%s)", obj.GetNamespace(), namespace))
+		}
+		nsObj, err := s.st.Get(ctx, store.Namespaces, namespace, namespace)
+		if apierrors.IsNotFound(err) {
+			return nil, apierrors.NewNotFound(store.Namespaces.GroupResource(), namespace)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if nsObj.GetDeletionTimestamp() != nil {
+			return nil, apierrors.NewForbidden(r.GroupResource(), obj.GetName(),
+				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+		}
+	} else {
+		obj.SetNamespace("")
+	}
+	obj.SetUID(types.UID(uuid.NewString()))
+	obj.SetCreationTimestamp(metav1.Now())
+	obj.SetGeneration(1)
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetManagedFields(nil)
+	prepareForCreate(obj)
+	setDefaults(obj)
+	generate := obj.GetName() == "" && obj.GetGenerateName() != ""
+	for attempt := 0; ; attempt++ {
+		if generate {
+			obj.SetName(generateName(obj.GetGenerateName()))
+		}
+		if errs := validateCreate(r, obj); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), obj.GetName(), errs)
+		}
+		release, err := s.allocate(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		if dryRun {
+			release()
+			return obj, nil
+		}
+		out, err := s.st.Create(ctx, r, obj)
+		release() // the store now holds the addresses (or they are free again)
+		if generate && apierrors.IsAlreadyExists(err) && attempt < 8 {
+			continue
+		}
+		return out, err
+	}
+}
+
+// generateName appends 5 random lowercase alphanumerics to base (cut to 58
+// characters first), as the Kubernetes SimpleNameGenerator does.
+func generateName(base string) string {
+	if len(base) > 58 {
+		base = base[:58]
+	}
+	return base + utilrand.String(5)
+}
+
+// update answers PUT of an object or of its status/finalize subresource.
+func (s *Server) update(c echo.Context, ri reqInfo) error {
+	if err := requireNamespace(ri); err != nil {
+		return err
+	}
+	data, err := s.bodyJSON(c)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeObject(ri.res, data)
+	if err != nil {
+		return err
+	}
+	out, err := s.updateObject(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), func(store.Object) (store.Object, error) {
+		return obj.DeepCopyObject().(store.Object), nil
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// updateObject reads the stored object, lets mutate produce the new one,
+// applies update semantics (prepareForUpdate) and writes it with a
+// compare-and-swap. When the new object carries no resourceVersion the
+// update is unconditional and retried on conflict (as Kubernetes'
+// GuaranteedUpdate); with one, a stale resourceVersion is a 409 Conflict.
+// An update that leaves an object marked for deletion without finalizers
+// (and with a zero grace period) deletes it.
+func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, mutate func(cur store.Object) (store.Object, error)) (store.Object, error) {
+	r := ri.res
+	for attempt := 0; ; attempt++ {
+		cur, err := s.st.Get(ctx, r, ri.namespace, ri.name)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := mutate(cur.DeepCopyObject().(store.Object))
+		if err != nil {
+			return nil, err
+		}
+		if obj.GetName() != ri.name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), ri.name))
+		}
+		if r.Namespaced && obj.GetNamespace() != "" && obj.GetNamespace() != ri.namespace {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the URL (%s)", obj.GetNamespace(), ri.namespace))
+		}
+		pinned := obj.GetResourceVersion() != ""
+		if !pinned {
+			obj.SetResourceVersion(cur.GetResourceVersion())
+		} else if obj.GetResourceVersion() != cur.GetResourceVersion() {
+			if _, err := store.ParseResourceVersion(obj.GetResourceVersion()); err != nil {
+				return nil, err
+			}
+			return nil, apierrors.NewConflict(r.GroupResource(), ri.name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		obj, err = prepareForUpdate(r, ri.sub, obj, cur)
+		if err != nil {
+			return nil, err
+		}
+		setDefaults(obj)
+		bumpGeneration(r, obj, cur)
+		if errs := validateUpdate(r, ri.sub, obj, cur); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), ri.name, errs)
+		}
+		if err := s.allocateUpdate(ctx, obj, cur); err != nil {
+			return nil, err
+		}
+		if sameObject(obj, cur) || dryRun {
+			return obj, nil
+		}
+		out, err := s.st.Update(ctx, r, obj)
+		if apierrors.IsConflict(err) && !pinned && attempt < 16 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if shouldDeleteDuringUpdate(out) {
+			if _, err := s.st.Delete(ctx, r, ri.namespace, ri.name, out.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
+				if apierrors.IsConflict(err) {
+					return out, nil // someone else wrote meanwhile; their write decides
+				}
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+}
+
+// sameObject reports whether a and b encode to the same JSON (a no-op
+// update, which Kubernetes does not write).
+func sameObject(a, b store.Object) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// shouldDeleteDuringUpdate mirrors the generic registry's
+// ShouldDeleteDuringUpdate: an object marked for deletion whose last
+// finalizer is gone, with no grace period pending, is deleted.
+func shouldDeleteDuringUpdate(obj store.Object) bool {
+	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {
+		return false
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+		return false
+	}
+	return true
+}
+
+// bumpGeneration sets metadata.generation: the stored one, plus one when
+// the spec changed for kinds whose controllers report
+// status.observedGeneration (deployments, replicasets).
+func bumpGeneration(r store.Resource, obj, old store.Object) {
+	gen := old.GetGeneration()
+	if r.Kind == "Deployment" || r.Kind == "ReplicaSet" {
+		nm, _ := toMap(obj)
+		om, _ := toMap(old)
+		if !reflect.DeepEqual(nm["spec"], om["spec"]) {
+			gen++
+		}
+	}
+	obj.SetGeneration(gen)
+}
+
+// parseDeleteOptions reads DeleteOptions from the body (JSON or YAML, may
+// be empty) and the query (gracePeriodSeconds, propagationPolicy,
+// orphanDependents, dryRun), the query winning.
+func (s *Server) parseDeleteOptions(c echo.Context) (metav1.DeleteOptions, error) {
+	var opts metav1.DeleteOptions
+	if c.Request().ContentLength != 0 && c.Request().Body != nil && c.Request().Body != http.NoBody {
+		data, err := s.bodyJSON(c)
+		if err != nil {
+			return opts, err
+		}
+		if len(bytes.TrimSpace(data)) > 0 && string(bytes.TrimSpace(data)) != "null" {
+			if err := json.Unmarshal(data, &opts); err != nil {
+				return opts, apierrors.NewBadRequest(fmt.Sprintf("decode DeleteOptions: %v", err))
+			}
+		}
+	}
+	q := c.Request().URL.Query()
+	if v := q.Get("gracePeriodSeconds"); v != "" {
+		var g int64
+		if _, err := fmt.Sscan(v, &g); err != nil {
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("gracePeriodSeconds %q is not an integer", v))
+		}
+		opts.GracePeriodSeconds = &g
+	}
+	if v := q.Get("propagationPolicy"); v != "" {
+		p := metav1.DeletionPropagation(v)
+		opts.PropagationPolicy = &p
+	}
+	if v := q.Get("orphanDependents"); v != "" {
+		b := v == "true"
+		opts.OrphanDependents = &b
+	}
+	if isDryRun(q) {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		switch *p {
+		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
+		default:
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("propagationPolicy %q is not one of Orphan, Background, Foreground", *p))
+		}
+	}
+	if g := opts.GracePeriodSeconds; g != nil && *g < 0 {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	return opts, nil
+}
+
+// delete answers DELETE of one object. It returns the object: as deleted,
+// or as marked for deletion (graceful pod deletion, finalizers).
+func (s *Server) delete(c echo.Context, ri reqInfo) error {
+	if err := requireNamespace(ri); err != nil {
+		return err
+	}
+	opts, err := s.parseDeleteOptions(c)
+	if err != nil {
+		return err
+	}
+	out, err := s.deleteObject(c.Request().Context(), ri.res, ri.namespace, ri.name, opts)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// deleteObject deletes namespace/name with Kubernetes' semantics
+// (k8s.io/apiserver registry/generic/registry.Store.Delete and the pod
+// strategy's CheckGracefulDelete):
+//   - preconditions (uid, resourceVersion) that do not hold are a 409;
+//   - propagationPolicy Orphan (or orphanDependents=true) adds the "orphan"
+//     finalizer, which the GC controller removes after orphaning the
+//     dependents; Background and Foreground delete the object at once and
+//     leave dependents to the GC controller (orca treats Foreground like
+//     Background);
+//   - a pod bound to a node is deleted gracefully: deletionTimestamp is set
+//     to now + grace and deletionGracePeriodSeconds to grace (gracePeriodSeconds,
+//     default spec.terminationGracePeriodSeconds); the node agent finishes
+//     the deletion. An unbound or finished pod, or grace 0, goes at once;
+//   - a namespace with spec.finalizers becomes Terminating;
+//   - an object with finalizers only gets deletionTimestamp.
+func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, name string, opts metav1.DeleteOptions) (store.Object, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.st.Get(ctx, r, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != cur.GetUID() {
+				return nil, apierrors.NewConflict(r.GroupResource(), name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				return nil, apierrors.NewConflict(r.GroupResource(), name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+			}
+		}
+		obj := cur.DeepCopyObject().(store.Object)
+		orphan := (opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan) ||
+			(opts.PropagationPolicy == nil && opts.OrphanDependents != nil && *opts.OrphanDependents)
+		if orphan && !hasString(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerOrphanDependents))
+		}
+		grace := int64(0)
+		if pod, ok := obj.(*corev1.Pod); ok {
+			grace = 30
+			if pod.Spec.TerminationGracePeriodSeconds != nil {
+				grace = *pod.Spec.TerminationGracePeriodSeconds
+			}
+			if opts.GracePeriodSeconds != nil {
+				grace = *opts.GracePeriodSeconds
+			}
+			if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				grace = 0
+			}
+		}
+		pendingNS := false
+		if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+			pendingNS = true
+			ns.Status.Phase = corev1.NamespaceTerminating
+		}
+		dryRun := len(opts.DryRun) > 0
+		if grace == 0 && !pendingNS && len(obj.GetFinalizers()) == 0 {
+			if dryRun {
+				return cur, nil
+			}
+			out, err := s.st.Delete(ctx, r, namespace, name, cur.GetResourceVersion())
+			if apierrors.IsConflict(err) && attempt < 16 {
+				continue
+			}
+			return out, err
+		}
+		now := time.Now()
+		if old := cur.GetDeletionTimestamp(); old != nil {
+			// Already being deleted: only a shorter grace period changes it.
+			og := cur.GetDeletionGracePeriodSeconds()
+			if og != nil && grace >= *og && reflect.DeepEqual(obj.GetFinalizers(), cur.GetFinalizers()) {
+				return cur, nil
+			}
+			if og != nil && grace < *og {
+				ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+				if ts.Before(old) {
+					obj.SetDeletionTimestamp(&ts)
+				}
+				obj.SetDeletionGracePeriodSeconds(&grace)
+			}
+		} else {
+			ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+			obj.SetDeletionTimestamp(&ts)
+			obj.SetDeletionGracePeriodSeconds(&grace)
+		}
+		if dryRun {
+			return obj, nil
+		}
+		out, err := s.st.Update(ctx, r, obj)
+		if apierrors.IsConflict(err) && attempt < 16 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if grace == 0 && shouldDeleteDuringUpdate(out) {
+			// A pod whose grace was shortened to 0 and has no finalizers.
+			return s.st.Delete(ctx, r, namespace, name, out.GetResourceVersion())
+		}
+		return out, nil
+	}
+}
+
+// deleteCollection answers DELETE of a collection: every object matching
+// the selectors is deleted as by deleteObject. It returns the list of
+// objects as deleteObject returned them.
+func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
+	q := c.Request().URL.Query()
+	sel, err := parseSelectors(ri.res, q.Get("labelSelector"), q.Get("fieldSelector"))
+	if err != nil {
+		return err
+	}
+	opts, err := s.parseDeleteOptions(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	objs, rev, err := s.st.List(ctx, ri.res, ri.namespace)
+	if err != nil {
+		return err
+	}
+	var out []store.Object
+	for _, o := range objs {
+		if !sel.matches(o) {
+			continue
+		}
+		d, err := s.deleteObject(ctx, ri.res, o.GetNamespace(), o.GetName(), opts)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+	}
+	return writeJSON(c, http.StatusOK, listOf(ri.res, out, fmt.Sprint(rev)))
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,348 @@
+// Package apiserver is orca's REST front door: it speaks the Kubernetes API
+// (paths, JSON/YAML object shapes, watch, patch, subresources, discovery,
+// metav1.Status errors) over the typed store, so that the real kubectl and
+// client-go work against orca unchanged.
+//
+// Routing is done by parsing the request path here (see parsePath) rather
+// than by one echo route per resource: Kubernetes paths overlap
+// ("/api/v1/namespaces/default" is a namespace, "/api/v1/namespaces/default/pods"
+// a list) and a table of store.Resource descriptors (store.All) drives
+// everything.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// ModulePusher stores a WASM module under a name ("hello-wasm:v1") and
+// returns its digest ("sha256:<hex>"). The wasm package implements it.
+type ModulePusher interface {
+	Push(ctx context.Context, name string, r io.Reader) (digest string, err error)
+}
+
+// Config configures the apiserver. Store is required.
+type Config struct {
+	Store *store.Store
+	// NATS carries pod log requests to node agents (controlplane/nodeapi).
+	// Default: Store.Conn().
+	NATS *nats.Conn
+	// Addr is the listen address. Default "127.0.0.1:6443".
+	Addr string
+	// ServiceCIDR is the range ClusterIPs are allocated from. Default
+	// "127.96.0.0/16" (loopback, so every node reaches it).
+	ServiceCIDR string
+	// NodePortRange is the range of Service nodePorts, "lo-hi". Default
+	// "30000-32767".
+	NodePortRange string
+	// Modules stores pushed WASM modules. When nil, module pushes answer
+	// 503 ServiceUnavailable.
+	Modules ModulePusher
+	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 3 MiB
+	// (Kubernetes' own limit). Module pushes have their own 64 MiB bound.
+	MaxBodyBytes int64
+	// Logger receives one debug line per request. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the REST apiserver. Create it with New.
+type Server struct {
+	cfg   Config
+	st    *store.Store
+	nc    *nats.Conn
+	e     *echo.Echo
+	log   *slog.Logger
+	alloc *allocator
+
+	// resources maps "group/version/plural" to its descriptor.
+	resources map[string]store.Resource
+
+	// bootOnce makes Bootstrap idempotent per process.
+	bootMu sync.Mutex
+}
+
+// New validates cfg, applies defaults and returns a Server. It fails when
+// Store is nil or ServiceCIDR/NodePortRange do not parse.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("apiserver: Config.Store is required")
+	}
+	if cfg.NATS == nil {
+		cfg.NATS = cfg.Store.Conn()
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:6443"
+	}
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = "127.96.0.0/16"
+	}
+	if cfg.NodePortRange == "" {
+		cfg.NodePortRange = "30000-32767"
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 3 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	alloc, err := newAllocator(cfg.ServiceCIDR, cfg.NodePortRange)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, resources: map[string]store.Resource{}}
+	for _, r := range store.All {
+		s.resources[r.APIVersion()+"/"+r.Plural] = r
+	}
+	s.e = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler (for httptest or an outer mux).
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Run bootstraps the default objects, then serves on cfg.Addr until ctx
+// ends, and shuts down gracefully (in-flight requests get 5 s; watches are
+// cut). A port already in use is reported at once:
+// "listen 127.0.0.1:6443: address already in use".
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen %s: address already in use", s.cfg.Addr)
+		}
+		return fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	if err := s.Bootstrap(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("apiserver listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("apiserver: serve %s: %w", s.cfg.Addr, err)
+	case <-ctx.Done():
+	}
+	cancelBase() // ends watches and log streams
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		var he *echo.HTTPError
+		if errors.As(err, &he) && he.Code == http.StatusNotFound {
+			writeError(c, notFoundPath(c.Request().URL.Path))
+			return
+		}
+		writeError(c, err)
+	}
+	e.Use(s.logRequests)
+	ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+	e.GET("/healthz", ok)
+	e.GET("/readyz", ok)
+	e.GET("/livez", ok)
+	e.GET("/healthz/*", ok)
+	e.GET("/readyz/*", ok)
+	e.GET("/livez/*", ok)
+	e.GET("/version", s.version)
+	e.GET("/api", s.apiVersions)
+	e.GET("/api/", s.apiVersions)
+	e.GET("/apis", s.apiGroups)
+	e.GET("/apis/", s.apiGroups)
+	e.Any("/api/*", s.dispatch)
+	e.Any("/apis/*", s.dispatch)
+	return e
+}
+
+// logRequests logs one debug line per request.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.log.Debug("request", "method", c.Request().Method, "uri", c.Request().RequestURI,
+			"status", c.Response().Status, "duration", time.Since(start))
+		return nil
+	}
+}
+
+// reqInfo is what a resource path names.
+type reqInfo struct {
+	gv        schema.GroupVersion
+	res       store.Resource
+	namespace string // "" for cluster-scoped or all namespaces
+	name      string
+	sub       string // subresource: "status", "binding", "log", "scale", "finalize"
+	watch     bool   // legacy /watch/ path
+}
+
+// parsePath splits a /api/v1/... or /apis/<g>/<v>/... path. It returns
+// ok=false with gv set for discovery of a group version (no resource),
+// and an error for an unknown resource.
+func (s *Server) parsePath(p string) (ri reqInfo, discovery bool, err error) {
+	segs := splitPath(p)
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		ri.gv = schema.GroupVersion{Version: segs[1]}
+		segs = segs[2:]
+	case len(segs) >= 3 && segs[0] == "apis":
+		ri.gv = schema.GroupVersion{Group: segs[1], Version: segs[2]}
+		segs = segs[3:]
+	case len(segs) == 2 && segs[0] == "apis":
+		return ri, true, nil // /apis/<group>
+	default:
+		return ri, false, notFoundPath(p)
+	}
+	if len(segs) == 0 {
+		return ri, true, nil
+	}
+	if segs[0] == "watch" {
+		ri.watch = true
+		segs = segs[1:]
+	}
+	lookup := func(plural string) (store.Resource, bool) {
+		r, ok := s.resources[ri.gv.String()+"/"+plural]
+		return r, ok
+	}
+	if len(segs) >= 3 && segs[0] == "namespaces" {
+		if r, ok := lookup(segs[2]); ok && r.Namespaced {
+			ri.res, ri.namespace = r, segs[1]
+			segs = segs[3:]
+			if len(segs) > 0 {
+				ri.name = segs[0]
+			}
+			if len(segs) > 1 {
+				ri.sub = segs[1]
+			}
+			if len(segs) > 2 {
+				return ri, false, notFoundPath(p)
+			}
+			return ri, false, nil
+		}
+	}
+	r, ok := lookup(segs[0])
+	if !ok {
+		return ri, false, notFoundPath(p)
+	}
+	ri.res = r
+	if len(segs) > 1 {
+		ri.name = segs[1]
+	}
+	if len(segs) > 2 {
+		ri.sub = segs[2]
+	}
+	if len(segs) > 3 {
+		return ri, false, notFoundPath(p)
+	}
+	return ri, false, nil
+}
+
+// splitPath splits an escaped URL path into unescaped segments.
+func splitPath(p string) []string {
+	var out []string
+	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
+		if seg == "" {
+			continue
+		}
+		if u, err := url.PathUnescape(seg); err == nil {
+			seg = u
+		}
+		out = append(out, seg)
+	}
+	return out
+}
+
+// dispatch routes a resource request by path and method.
+func (s *Server) dispatch(c echo.Context) error {
+	req := c.Request()
+	p := req.URL.EscapedPath()
+	if strings.HasPrefix(p, "/apis/"+orcaGroup+"/") {
+		return s.orcaAPI(c)
+	}
+	ri, disc, err := s.parsePath(p)
+	if err != nil {
+		return err
+	}
+	if disc {
+		if req.Method != http.MethodGet {
+			return apiMethodNotAllowed(req.Method, p)
+		}
+		return s.discovery(c, ri.gv, splitPath(p))
+	}
+	q := req.URL.Query()
+	watching := ri.watch || q.Get("watch") == "true" || q.Get("watch") == "1"
+	if ri.sub != "" {
+		return s.subresource(c, ri)
+	}
+	switch req.Method {
+	case http.MethodGet:
+		if ri.name != "" && !watching {
+			return s.get(c, ri)
+		}
+		if watching {
+			if ri.name != "" {
+				q.Set("fieldSelector", joinSelector(q.Get("fieldSelector"), "metadata.name="+ri.name))
+			}
+			return s.watch(c, ri, q)
+		}
+		return s.list(c, ri)
+	case http.MethodPost:
+		if ri.name != "" {
+			return apiMethodNotAllowed(req.Method, p)
+		}
+		return s.create(c, ri)
+	case http.MethodPut:
+		if ri.name == "" {
+			return apiMethodNotAllowed(req.Method, p)
+		}
+		return s.update(c, ri)
+	case http.MethodPatch:
+		if ri.name == "" {
+			return apiMethodNotAllowed(req.Method, p)
+		}
+		return s.patch(c, ri)
+	case http.MethodDelete:
+		if ri.name == "" {
+			return s.deleteCollection(c, ri)
+		}
+		return s.delete(c, ri)
+	}
+	return apiMethodNotAllowed(req.Method, p)
+}
+
+func joinSelector(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}

@@ -1,0 +1,307 @@
+package apiserver
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// nameFunc returns the name rule Kubernetes applies to a kind: DNS-1123
+// labels for namespaces, DNS-1035 labels for services, DNS-1123 subdomains
+// for the rest.
+func nameFunc(kind string) apivalidation.ValidateNameFunc {
+	switch kind {
+	case "Namespace":
+		return apivalidation.NameIsDNSLabel
+	case "Service":
+		return apivalidation.NameIsDNS1035Label
+	default:
+		return apivalidation.NameIsDNSSubdomain
+	}
+}
+
+// validateCreate validates metadata (name, labels, annotations, owner
+// references, finalizers: apimachinery's ValidateObjectMeta) and the
+// fields orca relies on per kind.
+func validateCreate(r store.Resource, obj store.Object) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, r.Namespaced, nameFunc(r.Kind), field.NewPath("metadata"))
+	return append(errs, validateKind(obj)...)
+}
+
+// validateUpdate is validateCreate plus the immutability rules of an
+// update (ValidateObjectMetaAccessorUpdate and the kind's own).
+func validateUpdate(r store.Resource, sub string, obj, old store.Object) field.ErrorList {
+	errs := apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))
+	errs = append(errs, validateCreate(r, obj)...)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		errs = append(errs, validatePodUpdate(o, old.(*corev1.Pod))...)
+	case *appsv1.Deployment:
+		errs = append(errs, apivalidation.ValidateImmutableField(o.Spec.Selector, old.(*appsv1.Deployment).Spec.Selector, field.NewPath("spec", "selector"))...)
+	case *appsv1.ReplicaSet:
+		errs = append(errs, apivalidation.ValidateImmutableField(o.Spec.Selector, old.(*appsv1.ReplicaSet).Spec.Selector, field.NewPath("spec", "selector"))...)
+	case *corev1.Service:
+		os := old.(*corev1.Service)
+		if os.Spec.ClusterIP != "" && o.Spec.ClusterIP != os.Spec.ClusterIP && o.Spec.Type != corev1.ServiceTypeExternalName {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIP"), o.Spec.ClusterIP, "field is immutable"))
+		}
+	case *nodev1.RuntimeClass:
+		errs = append(errs, apivalidation.ValidateImmutableField(o.Handler, old.(*nodev1.RuntimeClass).Handler, field.NewPath("handler"))...)
+	}
+	return errs
+}
+
+// validatePodUpdate enforces Kubernetes' pod update rule
+// (ValidatePodUpdate): only container images, activeDeadlineSeconds,
+// terminationGracePeriodSeconds and additional tolerations may change; the
+// node name is set once (by pods/binding) and then fixed.
+func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
+	specPath := field.NewPath("spec")
+	var errs field.ErrorList
+	if old.Spec.NodeName != "" && pod.Spec.NodeName != old.Spec.NodeName {
+		errs = append(errs, field.Forbidden(specPath.Child("nodeName"), "may not be changed once set"))
+	}
+	munged := *pod.Spec.DeepCopy()
+	if len(munged.Containers) == len(old.Spec.Containers) {
+		for i := range munged.Containers {
+			munged.Containers[i].Image = old.Spec.Containers[i].Image
+			munged.Containers[i].ImagePullPolicy = old.Spec.Containers[i].ImagePullPolicy
+		}
+	}
+	if len(munged.InitContainers) == len(old.Spec.InitContainers) {
+		for i := range munged.InitContainers {
+			munged.InitContainers[i].Image = old.Spec.InitContainers[i].Image
+			munged.InitContainers[i].ImagePullPolicy = old.Spec.InitContainers[i].ImagePullPolicy
+		}
+	}
+	munged.ActiveDeadlineSeconds = old.Spec.ActiveDeadlineSeconds
+	munged.TerminationGracePeriodSeconds = old.Spec.TerminationGracePeriodSeconds
+	if old.Spec.NodeName == "" {
+		munged.NodeName = ""
+	} else {
+		munged.NodeName = old.Spec.NodeName
+	}
+	oldSpec := old.Spec.DeepCopy()
+	oldSpec.NodeName = munged.NodeName
+	// Tolerations may only be added to.
+	if len(munged.Tolerations) >= len(oldSpec.Tolerations) && apiequality.Semantic.DeepEqual(munged.Tolerations[:len(oldSpec.Tolerations)], oldSpec.Tolerations) {
+		munged.Tolerations = oldSpec.Tolerations
+	}
+	if !apiequality.Semantic.DeepEqual(&munged, oldSpec) {
+		errs = append(errs, field.Forbidden(specPath, "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or `spec.terminationGracePeriodSeconds`"))
+	}
+	return errs
+}
+
+// validateKind validates the kind-specific fields of obj.
+func validateKind(obj store.Object) field.ErrorList {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return validatePodSpec(&o.Spec, field.NewPath("spec"))
+	case *appsv1.Deployment:
+		return validateWorkload(o.Spec.Replicas, o.Spec.Selector, &o.Spec.Template, field.NewPath("spec"))
+	case *appsv1.ReplicaSet:
+		return validateWorkload(o.Spec.Replicas, o.Spec.Selector, &o.Spec.Template, field.NewPath("spec"))
+	case *corev1.Service:
+		return validateService(o)
+	case *nodev1.RuntimeClass:
+		var errs field.ErrorList
+		for _, msg := range validation.IsDNS1123Label(o.Handler) {
+			errs = append(errs, field.Invalid(field.NewPath("handler"), o.Handler, msg))
+		}
+		return errs
+	case *corev1.ConfigMap:
+		var errs field.ErrorList
+		for k := range o.Data {
+			for _, msg := range validation.IsConfigMapKey(k) {
+				errs = append(errs, field.Invalid(field.NewPath("data").Key(k), k, msg))
+			}
+		}
+		return errs
+	}
+	return nil
+}
+
+var (
+	restartPolicies = sets.New(string(corev1.RestartPolicyAlways), string(corev1.RestartPolicyOnFailure), string(corev1.RestartPolicyNever))
+	dnsPolicies     = sets.New(string(corev1.DNSClusterFirst), string(corev1.DNSClusterFirstWithHostNet), string(corev1.DNSDefault), string(corev1.DNSNone))
+	protocols       = sets.New(string(corev1.ProtocolTCP), string(corev1.ProtocolUDP), string(corev1.ProtocolSCTP))
+	serviceTypes    = sets.New(string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeNodePort), string(corev1.ServiceTypeLoadBalancer), string(corev1.ServiceTypeExternalName))
+)
+
+// validatePodSpec checks the parts of a pod spec orca uses: containers
+// (non-empty, unique DNS-1123 label names, an image, valid ports), restart
+// and DNS policy, grace period, runtime class name.
+func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(sp.Containers) == 0 {
+		errs = append(errs, field.Required(p.Child("containers"), "must have at least one container"))
+	}
+	names := sets.New[string]()
+	check := func(cs []corev1.Container, cp *field.Path) {
+		for i, c := range cs {
+			idx := cp.Index(i)
+			if c.Name == "" {
+				errs = append(errs, field.Required(idx.Child("name"), ""))
+			} else {
+				for _, msg := range validation.IsDNS1123Label(c.Name) {
+					errs = append(errs, field.Invalid(idx.Child("name"), c.Name, msg))
+				}
+				if names.Has(c.Name) {
+					errs = append(errs, field.Duplicate(idx.Child("name"), c.Name))
+				}
+				names.Insert(c.Name)
+			}
+			if c.Image == "" {
+				errs = append(errs, field.Required(idx.Child("image"), ""))
+			}
+			for j, port := range c.Ports {
+				pp := idx.Child("ports").Index(j)
+				for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
+					errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, msg))
+				}
+				if port.HostPort != 0 {
+					for _, msg := range validation.IsValidPortNum(int(port.HostPort)) {
+						errs = append(errs, field.Invalid(pp.Child("hostPort"), port.HostPort, msg))
+					}
+				}
+				if port.Name != "" {
+					for _, msg := range validation.IsValidPortName(port.Name) {
+						errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
+					}
+				}
+				if port.Protocol != "" && !protocols.Has(string(port.Protocol)) {
+					errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
+				}
+			}
+		}
+	}
+	check(sp.InitContainers, p.Child("initContainers"))
+	check(sp.Containers, p.Child("containers"))
+	if sp.RestartPolicy != "" && !restartPolicies.Has(string(sp.RestartPolicy)) {
+		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), sp.RestartPolicy, sets.List(restartPolicies)))
+	}
+	if sp.DNSPolicy != "" && !dnsPolicies.Has(string(sp.DNSPolicy)) {
+		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), sp.DNSPolicy, sets.List(dnsPolicies)))
+	}
+	if g := sp.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	if a := sp.ActiveDeadlineSeconds; a != nil && *a <= 0 {
+		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *a, "must be greater than 0"))
+	}
+	if rc := sp.RuntimeClassName; rc != nil {
+		for _, msg := range validation.IsDNS1123Subdomain(*rc) {
+			errs = append(errs, field.Invalid(p.Child("runtimeClassName"), *rc, msg))
+		}
+	}
+	if sp.NodeName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(sp.NodeName) {
+			errs = append(errs, field.Invalid(p.Child("nodeName"), sp.NodeName, msg))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(sp.NodeSelector, p.Child("nodeSelector"))...)
+	return errs
+}
+
+// validateWorkload checks a Deployment's or ReplicaSet's replicas,
+// selector (required, non-empty, matching the template's labels) and
+// template (labels, pod spec, restartPolicy Always), as apps validation.
+func validateWorkload(replicas *int32, sel *metav1.LabelSelector, tpl *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if replicas != nil && *replicas < 0 {
+		errs = append(errs, field.Invalid(p.Child("replicas"), *replicas, "must be greater than or equal to 0"))
+	}
+	if sel == nil {
+		errs = append(errs, field.Required(p.Child("selector"), ""))
+	} else {
+		errs = append(errs, metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
+		if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+			errs = append(errs, field.Invalid(p.Child("selector"), sel, "empty selector is invalid for deployment"))
+		}
+	}
+	tp := p.Child("template")
+	errs = append(errs, metav1validation.ValidateLabels(tpl.Labels, tp.Child("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(tpl.Annotations, tp.Child("metadata", "annotations"))...)
+	if sel != nil && len(errs) == 0 {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Child("selector"), sel, err.Error()))
+		} else if !s.Matches(labels.Set(tpl.Labels)) {
+			errs = append(errs, field.Invalid(tp.Child("metadata", "labels"), tpl.Labels, "`selector` does not match template `labels`"))
+		}
+	}
+	errs = append(errs, validatePodSpec(&tpl.Spec, tp.Child("spec"))...)
+	if tpl.Spec.RestartPolicy != "" && tpl.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(tp.Child("spec", "restartPolicy"), tpl.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
+	}
+	return errs
+}
+
+// validateService checks type, ports (required unless headless or
+// ExternalName; names unique and required when more than one; port,
+// targetPort, protocol valid) and the selector's labels.
+func validateService(svc *corev1.Service) field.ErrorList {
+	p := field.NewPath("spec")
+	sp := &svc.Spec
+	var errs field.ErrorList
+	if sp.Type != "" && !serviceTypes.Has(string(sp.Type)) {
+		errs = append(errs, field.NotSupported(p.Child("type"), sp.Type, sets.List(serviceTypes)))
+	}
+	headless := sp.ClusterIP == corev1.ClusterIPNone
+	if len(sp.Ports) == 0 && !headless && sp.Type != corev1.ServiceTypeExternalName {
+		errs = append(errs, field.Required(p.Child("ports"), ""))
+	}
+	names := sets.New[string]()
+	for i, port := range sp.Ports {
+		pp := p.Child("ports").Index(i)
+		if len(sp.Ports) > 1 && port.Name == "" {
+			errs = append(errs, field.Required(pp.Child("name"), "must be specified when there is more than one port"))
+		}
+		if port.Name != "" {
+			for _, msg := range validation.IsDNS1123Label(port.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
+			}
+			if names.Has(port.Name) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
+			}
+			names.Insert(port.Name)
+		}
+		for _, msg := range validation.IsValidPortNum(int(port.Port)) {
+			errs = append(errs, field.Invalid(pp.Child("port"), port.Port, msg))
+		}
+		if port.Protocol != "" && !protocols.Has(string(port.Protocol)) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), port.Protocol, sets.List(protocols)))
+		}
+		switch port.TargetPort.Type {
+		case intstr.Int:
+			if port.TargetPort.IntVal != 0 {
+				for _, msg := range validation.IsValidPortNum(int(port.TargetPort.IntVal)) {
+					errs = append(errs, field.Invalid(pp.Child("targetPort"), port.TargetPort.IntVal, msg))
+				}
+			}
+		case intstr.String:
+			for _, msg := range validation.IsValidPortName(port.TargetPort.StrVal) {
+				errs = append(errs, field.Invalid(pp.Child("targetPort"), port.TargetPort.StrVal, msg))
+			}
+		}
+		if port.NodePort != 0 && sp.Type != corev1.ServiceTypeNodePort && sp.Type != corev1.ServiceTypeLoadBalancer {
+			errs = append(errs, field.Forbidden(pp.Child("nodePort"), fmt.Sprintf("may not be used when `type` is '%s'", sp.Type)))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(sp.Selector, p.Child("selector"))...)
+	return errs
+}

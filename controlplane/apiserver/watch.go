@@ -1,0 +1,156 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// watchEvent is one line of a watch stream: {"type":"ADDED","object":{...}}.
+type watchEvent struct {
+	Type   watch.EventType `json:"type"`
+	Object any             `json:"object"`
+}
+
+// watch streams changes as newline-separated JSON watch events, flushed
+// one by one, as the Kubernetes apiserver does for ?watch=true and the
+// legacy /watch/ paths. resourceVersion "" or "0" starts with an ADDED
+// event per existing object; a later one resumes after it, and one the
+// store no longer keeps yields a single ERROR event carrying a 410 Status
+// (client-go relists then). timeoutSeconds ends the stream normally.
+// With selectors, an object that stops matching is sent as DELETED and
+// one that starts matching as ADDED. BOOKMARK events are sent only with
+// allowWatchBookmarks=true (with the "k8s.io/initial-events-end"
+// annotation when sendInitialEvents=true). With a Table Accept header each
+// event carries a one-row meta.k8s.io Table, column definitions in the
+// first only.
+func (s *Server) watch(c echo.Context, ri reqInfo, q url.Values) error {
+	sel, err := parseSelectors(ri.res, q.Get("labelSelector"), q.Get("fieldSelector"))
+	if err != nil {
+		return err
+	}
+	rv, err := store.ParseResourceVersion(q.Get("resourceVersion"))
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if t := q.Get("timeoutSeconds"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			return apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds %q must be a non-negative integer", t))
+		}
+		if n > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(n)*time.Second)
+			defer cancel()
+		}
+	}
+	w, werr := s.st.Watch(ctx, ri.res, ri.namespace, rv)
+	if werr != nil && !apierrors.IsResourceExpired(werr) && !apierrors.IsGone(werr) {
+		return werr
+	}
+	resp := c.Response()
+	resp.Header().Set(echo.HeaderContentType, "application/json")
+	resp.Header().Set("Cache-Control", "no-cache, private")
+	resp.WriteHeader(http.StatusOK)
+	resp.Flush()
+	enc := json.NewEncoder(resp)
+	if werr != nil {
+		st := statusOf(werr)
+		_ = enc.Encode(watchEvent{Type: watch.Error, Object: st})
+		resp.Flush()
+		return nil
+	}
+	defer w.Stop()
+	tableWanted, tableVersion := wantsTable(c)
+	includeObject := q.Get("includeObject")
+	bookmarks := q.Get("allowWatchBookmarks") == "true"
+	initialEnd := q.Get("sendInitialEvents") == "true"
+	matched := map[string]bool{} // last known selector result per object key
+	firstTable := true
+	send := func(t watch.EventType, obj store.Object) error {
+		var out any = obj
+		if tableWanted {
+			tb := s.table(ri.res, []store.Object{obj}, obj.GetResourceVersion(), tableVersion, includeObject)
+			if !firstTable {
+				tb.ColumnDefinitions = nil
+			}
+			firstTable = false
+			out = tb
+		}
+		if err := enc.Encode(watchEvent{Type: t, Object: out}); err != nil {
+			return err
+		}
+		resp.Flush()
+		return nil
+	}
+	for {
+		var ev store.Event
+		var ok bool
+		select {
+		case ev, ok = <-w.Events():
+		case <-ctx.Done():
+			return nil
+		}
+		if !ok {
+			return nil // the store ended the watch; the client resumes
+		}
+		if ev.Type == watch.Bookmark {
+			if !bookmarks {
+				continue
+			}
+			bm := ri.res.New()
+			bm.SetResourceVersion(strconv.FormatUint(ev.Revision, 10))
+			if initialEnd {
+				bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+			}
+			bm.GetObjectKind().SetGroupVersionKind(ri.res.GroupVersion().WithKind(ri.res.Kind))
+			if err := enc.Encode(watchEvent{Type: watch.Bookmark, Object: bm}); err != nil {
+				return nil
+			}
+			resp.Flush()
+			continue
+		}
+		t, obj := ev.Type, ev.Object
+		if !sel.empty() {
+			key := store.KeyOf(obj)
+			m := sel.matches(obj)
+			prev, known := matched[key]
+			matched[key] = m
+			switch t {
+			case watch.Added:
+				if !m {
+					continue
+				}
+			case watch.Modified:
+				switch {
+				case known && prev && !m:
+					t = watch.Deleted
+				case known && !prev && m:
+					t = watch.Added
+				case !m:
+					continue
+				}
+			case watch.Deleted:
+				delete(matched, key)
+				if !(known && prev) && !(!known && m) {
+					continue
+				}
+			}
+		}
+		if err := send(t, obj); err != nil {
+			return nil
+		}
+	}
+}
