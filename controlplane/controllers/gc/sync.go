@@ -1,0 +1,193 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/store"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	if uid, ok := strings.CutPrefix(key, gonePrefix); ok {
+		for _, d := range c.dependentsOf(types.UID(uid)) {
+			c.queue.Add(d.res.Plural + keySep + store.KeyOf(d.obj))
+		}
+		return nil
+	}
+	plural, objKey := splitQueueKey(key)
+	inf, ok := c.informers[plural]
+	if !ok {
+		return nil
+	}
+	ns, name := ctrlutil.SplitKey(objKey)
+	obj, ok := inf.Get(ns, name)
+	if !ok {
+		return nil
+	}
+	res := inf.Resource()
+	if obj.GetDeletionTimestamp() != nil {
+		switch {
+		case ctrlutil.HasFinalizer(obj, metav1.FinalizerOrphanDependents):
+			return c.orphanDependents(ctx, res, obj)
+		case ctrlutil.HasFinalizer(obj, metav1.FinalizerDeleteDependents):
+			return c.deleteDependents(ctx, res, obj)
+		}
+	}
+	return c.checkOwners(ctx, res, obj)
+}
+
+// checkOwners deletes obj when all its owners are gone, or drops the
+// references to the owners that are gone.
+func (c *Controller) checkOwners(ctx context.Context, res store.Resource, obj store.Object) error {
+	refs := obj.GetOwnerReferences()
+	if len(refs) == 0 || obj.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	var dangling []types.UID
+	for _, ref := range refs {
+		gone, err := c.ownerGone(ctx, obj.GetNamespace(), ref)
+		if err != nil {
+			return err
+		}
+		if gone {
+			dangling = append(dangling, ref.UID)
+		}
+	}
+	switch {
+	case len(dangling) == 0:
+		return nil
+	case len(dangling) < len(refs):
+		return c.mutate(ctx, res, obj, func(o store.Object) bool {
+			changed := false
+			for _, uid := range dangling {
+				changed = ctrlutil.RemoveOwnerReference(o, uid) || changed
+			}
+			return changed
+		})
+	default:
+		return c.delete(ctx, res, obj)
+	}
+}
+
+// ownerGone reports whether the owner ref names no longer exists (with
+// that uid). Owners of kinds the store does not keep count as present.
+func (c *Controller) ownerGone(ctx context.Context, namespace string, ref metav1.OwnerReference) (bool, error) {
+	r, ok := resourceFor(ref)
+	if !ok {
+		return false, nil
+	}
+	if !r.Namespaced {
+		namespace = ""
+	}
+	if inf, ok := c.informers[r.Plural]; ok {
+		if o, ok := inf.Get(namespace, ref.Name); ok && o.GetUID() == ref.UID {
+			return false, nil
+		}
+	}
+	// The cache may lag: confirm with the store, as the Kubernetes GC
+	// confirms with a live lookup before it deletes.
+	o, err := c.s.Get(ctx, r, namespace, ref.Name)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up owner %s %s/%s: %w", r.Kind, namespace, ref.Name, err)
+	}
+	return o.GetUID() != ref.UID, nil
+}
+
+// orphanDependents removes owner's references from its dependents, then
+// the "orphan" finalizer.
+func (c *Controller) orphanDependents(ctx context.Context, res store.Resource, owner store.Object) error {
+	var errs []error
+	for _, d := range c.dependentsOf(owner.GetUID()) {
+		err := c.mutate(ctx, d.res, d.obj, func(o store.Object) bool { return ctrlutil.RemoveOwnerReference(o, owner.GetUID()) })
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("orphan dependents of %s %s: %w", res.Kind, store.KeyOf(owner), err)
+	}
+	return c.removeFinalizer(ctx, res, owner, metav1.FinalizerOrphanDependents)
+}
+
+// deleteDependents deletes owner's dependents; once none is left it
+// removes the "foregroundDeletion" finalizer.
+func (c *Controller) deleteDependents(ctx context.Context, res store.Resource, owner store.Object) error {
+	deps := c.dependentsOf(owner.GetUID())
+	if len(deps) == 0 {
+		return c.removeFinalizer(ctx, res, owner, metav1.FinalizerDeleteDependents)
+	}
+	var errs []error
+	for _, d := range deps {
+		if d.obj.GetDeletionTimestamp() == nil {
+			errs = append(errs, c.delete(ctx, d.res, d.obj))
+		}
+	}
+	return errors.Join(errs...) // the dependents' delete events requeue owner
+}
+
+// removeFinalizer removes f from obj and, when no finalizer is left,
+// deletes it (the apiserver would; the store does not).
+func (c *Controller) removeFinalizer(ctx context.Context, res store.Resource, obj store.Object, f string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.s.Get(ctx, res, obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			return err
+		}
+		if cur.GetUID() != obj.GetUID() {
+			return nil
+		}
+		ctrlutil.RemoveFinalizer(cur, f)
+		if len(cur.GetFinalizers()) == 0 && cur.GetDeletionTimestamp() != nil {
+			_, err = c.s.Delete(ctx, res, cur.GetNamespace(), cur.GetName(), cur.GetResourceVersion())
+			return err
+		}
+		_, err = c.s.Update(ctx, res, cur)
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove finalizer %s from %s %s: %w", f, res.Kind, store.KeyOf(obj), err)
+	}
+	return nil
+}
+
+// delete deletes obj (background propagation); pods go through
+// ctrlutil.DeletePod. A stale obj (uid or revision moved) is requeued.
+func (c *Controller) delete(ctx context.Context, res store.Resource, obj store.Object) error {
+	if pod, ok := obj.(*corev1.Pod); ok && res.Plural == store.Pods.Plural {
+		return ctrlutil.DeletePod(ctx, c.s, pod)
+	}
+	_, err := c.s.Delete(ctx, res, obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s: %w", res.Kind, store.KeyOf(obj), err)
+	}
+	return nil
+}
+
+// mutate applies fn to the stored obj (same uid) and writes it when fn
+// reports a change, retrying on conflict.
+func (c *Controller) mutate(ctx context.Context, res store.Resource, obj store.Object, fn func(store.Object) bool) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.s.Get(ctx, res, obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			return err
+		}
+		if cur.GetUID() != obj.GetUID() || !fn(cur) {
+			return nil
+		}
+		_, err = c.s.Update(ctx, res, cur)
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("update owner references of %s %s: %w", res.Kind, store.KeyOf(obj), err)
+	}
+	return nil
+}

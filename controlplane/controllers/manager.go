@@ -1,0 +1,127 @@
+// Package controllers wires orca's controllers (one package each under this
+// directory) to one set of shared informers, as kube-controller-manager
+// does: Manager.Run starts an informer per resource, waits for them to
+// sync, then runs every controller until its context ends.
+//
+// Handler lock order: informer handlers run under their informer's lock,
+// and some read other informers. The reads go one way only — pods ->
+// replicasets -> deployments, pods -> services — and the handlers of
+// deployments, services, endpoints, nodes, leases and namespaces read no
+// informer, so no two handlers wait on each other.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/orca-edge/orca/controlplane/controllers/deployment"
+	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
+	"github.com/orca-edge/orca/controlplane/controllers/gc"
+	"github.com/orca-edge/orca/controlplane/controllers/namespace"
+	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
+	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
+	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// Config configures the controllers.
+type Config struct {
+	// Store is the object store. Required.
+	Store *store.Store
+	// NodeMonitorGracePeriod is how long a node may go without renewing
+	// its Lease before its Ready condition becomes Unknown. Default 40 s.
+	NodeMonitorGracePeriod time.Duration
+	// Workers is the number of workers per controller. Default 2
+	// (nodepods uses at least nodepods.MinWorkers).
+	Workers int
+}
+
+// Manager runs the controllers over shared informers.
+type Manager struct {
+	cfg         Config
+	informers   []*store.Informer
+	controllers []namedRunner
+}
+
+type namedRunner struct {
+	name string
+	run  func(ctx context.Context, workers int) error
+}
+
+// New builds the informers and controllers and registers the controllers'
+// event handlers. It fails when cfg.Store is nil.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("controllers: Config.Store is required")
+	}
+	if cfg.NodeMonitorGracePeriod <= 0 {
+		cfg.NodeMonitorGracePeriod = nodelifecycle.DefaultGracePeriod
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	s := cfg.Store
+	inf := func(r store.Resource) *store.Informer { return store.NewInformer(s, r) }
+	var (
+		pods        = inf(store.Pods)
+		rss         = inf(store.ReplicaSets)
+		deployments = inf(store.Deployments)
+		services    = inf(store.Services)
+		eps         = inf(store.Endpoints)
+		nodes       = inf(store.Nodes)
+		leases      = inf(store.Leases)
+		namespaces  = inf(store.Namespaces)
+	)
+	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces}}
+	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
+		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
+	}
+	m.controllers = []namedRunner{
+		{nodepods.Name, nodepods.New(s, pods).Run},
+		{replicaset.Name, wrap(replicaset.New(s, rss, pods).Run)},
+		{deployment.Name, wrap(deployment.New(s, deployments, rss, pods).Run)},
+		{endpoints.Name, wrap(endpoints.New(s, services, pods, eps).Run)},
+		{nodelifecycle.Name, wrap(nodelifecycle.New(s, nodes, leases, cfg.NodeMonitorGracePeriod).Run)},
+		{gc.Name, wrap(gc.New(s, pods, rss, deployments, services, eps, leases).Run)},
+		{namespace.Name, wrap(namespace.New(s, namespaces).Run)},
+	}
+	return m, nil
+}
+
+// Run starts the shared informers, waits until each has loaded its first
+// full list, then runs every controller until ctx ends. It returns nil
+// when ctx ends, or the first controller's failure to start.
+func (m *Manager) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, inf := range m.informers {
+		wg.Add(1)
+		go func() { defer wg.Done(); inf.Run(ctx) }()
+	}
+	for _, inf := range m.informers {
+		if !inf.WaitForSync(ctx) {
+			return nil
+		}
+	}
+	errc := make(chan error, len(m.controllers))
+	for _, c := range m.controllers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.run(ctx, m.cfg.Workers); err != nil {
+				errc <- fmt.Errorf("controller %s: %w", c.name, err)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
