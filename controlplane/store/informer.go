@@ -173,11 +173,16 @@ func (i *Informer) HasSynced() bool {
 	}
 }
 
-// Get returns the cached object namespace/name. Do not modify it.
+// Get returns the cached object namespace/name (namespace "" for
+// cluster-scoped kinds). Do not modify it.
 func (i *Informer) Get(namespace, name string) (Object, bool) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	o, ok := i.items[namespace+"/"+name]
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	o, ok := i.items[key]
 	return o, ok
 }
 
