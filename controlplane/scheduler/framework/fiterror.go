@@ -17,8 +17,9 @@ type FitError struct {
 }
 
 // Error renders "0/3 nodes are available: 1 node(s) didn't match Pod's node
-// affinity/selector, 2 Insufficient cpu." - each reason with the number of
-// nodes giving it, sorted by reason - as kube-scheduler's FitError.Error.
+// affinity/selector, 2 Insufficient cpu." - each reason prefixed with the
+// number of nodes giving it, and these strings sorted - as
+// kube-scheduler's FitError.Error.
 func (f *FitError) Error() string {
 	if f.PreFilterMsg != "" {
 		return fmt.Sprintf("0/%d nodes are available: %s.", f.NumAllNodes, f.PreFilterMsg)
@@ -29,15 +30,11 @@ func (f *FitError) Error() string {
 			counts[r]++
 		}
 	}
-	keys := make([]string, 0, len(counts))
-	for r := range counts {
-		keys = append(keys, r)
+	parts := make([]string, 0, len(counts))
+	for r, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, r))
 	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, r := range keys {
-		parts[i] = fmt.Sprintf("%d %s", counts[r], r)
-	}
+	sort.Strings(parts)
 	if len(parts) == 0 {
 		return fmt.Sprintf("0/%d nodes are available.", f.NumAllNodes)
 	}

@@ -1,0 +1,401 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/scheduler"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// eventually calls f every 20 ms until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type cluster struct {
+	t  *testing.T
+	st *store.Store
+}
+
+// start runs a NATS server, a store and a scheduler with the default
+// RuntimeClasses. The periodic retry is set to an hour so that tests prove
+// the event-driven retries.
+func start(t *testing.T) *cluster {
+	t.Helper()
+	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := store.New(nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	c := &cluster{t: t, st: st}
+	c.runtimeClass("wasm", nodeapi.HandlerWasm)
+	c.runtimeClass("runc", nodeapi.HandlerContainerd)
+
+	s, err := scheduler.New(scheduler.Config{Store: st, RetryInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context ended")
+		}
+	})
+	return c
+}
+
+func (c *cluster) runtimeClass(name, handler string) {
+	c.t.Helper()
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}
+	if _, err := c.st.Create(context.Background(), store.RuntimeClasses, rc); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+type nodeOpt func(*corev1.Node)
+
+func withLabels(kv ...string) nodeOpt {
+	return func(n *corev1.Node) {
+		for i := 0; i < len(kv); i += 2 {
+			n.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func notReady(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+
+// node creates a Ready node advertising the runc handler (unless opts
+// change that) with cpu and memory allocatable and room for 20 pods.
+func (c *cluster) node(name, cpu, memory string, opts ...nodeOpt) {
+	c.t.Helper()
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+		corev1.ResourceMemory: resource.MustParse(memory),
+		corev1.ResourcePods:   resource.MustParse("20"),
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			nodeapi.RuntimeLabel(nodeapi.HandlerContainerd): "true",
+			corev1.LabelHostname:                            name,
+		}},
+		Status: corev1.NodeStatus{
+			Capacity:    res,
+			Allocatable: res,
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
+		},
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	if _, err := c.st.Create(context.Background(), store.Nodes, n); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// updateNode applies f to node name with compare-and-swap.
+func (c *cluster) updateNode(name string, f func(*corev1.Node)) {
+	c.t.Helper()
+	o, err := c.st.Get(context.Background(), store.Nodes, "", name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n := o.(*corev1.Node)
+	f(n)
+	if _, err := c.st.Update(context.Background(), store.Nodes, n); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+type podOpt func(*corev1.Pod)
+
+func ownedBy(uid string) podOpt {
+	return func(p *corev1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs-" + uid, UID: types.UID(uid), Controller: &yes}}
+	}
+}
+
+func requests(cpu string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	}
+}
+
+func nodeSelector(kv ...string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			p.Spec.NodeSelector[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func runtimeClassName(name string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.RuntimeClassName = &name }
+}
+
+func hostPort(port int32) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: port}}
+	}
+}
+
+func schedulerName(name string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.SchedulerName = name }
+}
+
+func (c *cluster) pod(name string, opts ...podOpt) {
+	c.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "hello:v1"}}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if _, err := c.st.Create(context.Background(), store.Pods, p); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) get(name string) *corev1.Pod {
+	c.t.Helper()
+	o, err := c.st.Get(context.Background(), store.Pods, "default", name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return o.(*corev1.Pod)
+}
+
+// boundTo waits until pod name is bound and returns its node.
+func (c *cluster) boundTo(name string) string {
+	c.t.Helper()
+	var node string
+	eventually(c.t, 10*time.Second, func() error {
+		p := c.get(name)
+		if p.Spec.NodeName == "" {
+			return fmt.Errorf("pod %s not bound; conditions %+v", name, p.Status.Conditions)
+		}
+		node = p.Spec.NodeName
+		return nil
+	})
+	return node
+}
+
+// unschedulable waits until pod name has PodScheduled=False, reason
+// Unschedulable, with message want.
+func (c *cluster) unschedulable(name, want string) {
+	c.t.Helper()
+	eventually(c.t, 10*time.Second, func() error {
+		p := c.get(name)
+		if p.Spec.NodeName != "" {
+			return fmt.Errorf("pod %s was bound to %s", name, p.Spec.NodeName)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type != corev1.PodScheduled {
+				continue
+			}
+			if cond.Status != corev1.ConditionFalse || cond.Reason != scheduler.ReasonUnschedulable || cond.Message != want {
+				return fmt.Errorf("pod %s: PodScheduled %s %s %q, want False Unschedulable %q", name, cond.Status, cond.Reason, cond.Message, want)
+			}
+			return nil
+		}
+		return fmt.Errorf("pod %s has no PodScheduled condition", name)
+	})
+}
+
+func TestBindsAndSpreadsByOwner(t *testing.T) {
+	c := start(t)
+	c.node("edge-1", "4", "4Gi")
+	c.node("edge-2", "4", "4Gi")
+	c.node("edge-3", "4", "4Gi")
+	for i := range 6 {
+		c.pod(fmt.Sprintf("web-%d", i), ownedBy("rs-web"))
+	}
+	c.pod("other", schedulerName("my-scheduler"))
+
+	perNode := map[string]int{}
+	for i := range 6 {
+		perNode[c.boundTo(fmt.Sprintf("web-%d", i))]++
+	}
+	for _, n := range []string{"edge-1", "edge-2", "edge-3"} {
+		if perNode[n] != 2 {
+			t.Fatalf("pods per node %v, want 2 on each", perNode)
+		}
+	}
+	p := c.get("web-0")
+	if len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodScheduled || p.Status.Conditions[0].Status != corev1.ConditionTrue {
+		t.Fatalf("bound pod conditions %+v, want PodScheduled=True", p.Status.Conditions)
+	}
+	if n := c.get("other").Spec.NodeName; n != "" {
+		t.Fatalf("pod for another scheduler was bound to %s", n)
+	}
+}
+
+func TestUnschedulableUntilBiggerNode(t *testing.T) {
+	c := start(t)
+	c.node("small-1", "1", "1Gi")
+	c.node("small-2", "1", "1Gi")
+	c.pod("big", requests("2"))
+	c.unschedulable("big", "0/2 nodes are available: 2 Insufficient cpu.")
+
+	// A new node that does not fit either updates the message.
+	c.node("small-3", "1", "1Gi", withLabels("zone", "north"))
+	c.unschedulable("big", "0/3 nodes are available: 3 Insufficient cpu.")
+
+	c.node("large", "4", "4Gi")
+	if n := c.boundTo("big"); n != "large" {
+		t.Fatalf("bound to %s, want large", n)
+	}
+	cond := c.get("big").Status.Conditions
+	if len(cond) != 1 || cond[0].Status != corev1.ConditionTrue {
+		t.Fatalf("conditions after binding %+v, want only PodScheduled=True", cond)
+	}
+
+	// The large node now has 2 of 4 cpus free: a second big pod fits, a
+	// third does not (the first two are counted even if the cache lags).
+	c.pod("big-2", requests("2"))
+	c.pod("big-3", requests("2"))
+	c.pod("big-4", requests("2"))
+	bound := 0
+	eventually(t, 10*time.Second, func() error {
+		bound = 0
+		waiting := 0
+		for _, name := range []string{"big-2", "big-3", "big-4"} {
+			p := c.get(name)
+			if p.Spec.NodeName != "" {
+				bound++
+			} else if len(p.Status.Conditions) == 1 && p.Status.Conditions[0].Reason == scheduler.ReasonUnschedulable {
+				waiting++
+			}
+		}
+		if bound+waiting != 3 {
+			return fmt.Errorf("%d bound, %d unschedulable", bound, waiting)
+		}
+		return nil
+	})
+	if bound != 1 {
+		t.Fatalf("%d more 2-cpu pods bound to the 4-cpu node, want 1", bound)
+	}
+}
+
+func TestNodeSelector(t *testing.T) {
+	c := start(t)
+	c.node("north", "2", "2Gi", withLabels("zone", "north"))
+	c.node("south", "2", "2Gi", withLabels("zone", "south"))
+	for i := range 3 {
+		c.pod(fmt.Sprintf("s-%d", i), nodeSelector("zone", "south"))
+	}
+	for i := range 3 {
+		if n := c.boundTo(fmt.Sprintf("s-%d", i)); n != "south" {
+			t.Fatalf("s-%d bound to %s, want south", i, n)
+		}
+	}
+	c.pod("east", nodeSelector("zone", "east"))
+	c.unschedulable("east", "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.")
+	c.updateNode("north", func(n *corev1.Node) { n.Labels["zone"] = "east" })
+	if n := c.boundTo("east"); n != "north" {
+		t.Fatalf("east bound to %s, want north", n)
+	}
+}
+
+func TestRuntimeClass(t *testing.T) {
+	c := start(t)
+	c.node("runc-only", "2", "2Gi")
+	c.node("wasm-node", "2", "2Gi", withLabels(nodeapi.RuntimeLabel(nodeapi.HandlerWasm), "true"))
+	for i := range 3 {
+		c.pod(fmt.Sprintf("w-%d", i), runtimeClassName("wasm"))
+	}
+	for i := range 3 {
+		if n := c.boundTo(fmt.Sprintf("w-%d", i)); n != "wasm-node" {
+			t.Fatalf("w-%d bound to %s, want wasm-node", i, n)
+		}
+	}
+
+	c.pod("gvisor", runtimeClassName("gvisor"))
+	c.unschedulable("gvisor", `0/2 nodes are available: RuntimeClass "gvisor" not found.`)
+	c.runtimeClass("gvisor", "runsc")
+	c.unschedulable("gvisor", `0/2 nodes are available: 2 node(s) didn't have runtime handler "runsc".`)
+	c.updateNode("runc-only", func(n *corev1.Node) { n.Labels[nodeapi.RuntimeLabel("runsc")] = "true" })
+	if n := c.boundTo("gvisor"); n != "runc-only" {
+		t.Fatalf("gvisor bound to %s, want runc-only", n)
+	}
+}
+
+func TestHostPortsAndReadiness(t *testing.T) {
+	c := start(t)
+	c.node("edge-1", "2", "2Gi")
+	c.node("edge-2", "2", "2Gi")
+	c.node("edge-3", "2", "2Gi", notReady)
+	c.pod("http-1", hostPort(8080))
+	c.pod("http-2", hostPort(8080))
+	n1, n2 := c.boundTo("http-1"), c.boundTo("http-2")
+	if n1 == n2 {
+		t.Fatalf("both pods with hostPort 8080 bound to %s", n1)
+	}
+	if n1 == "edge-3" || n2 == "edge-3" {
+		t.Fatal("a pod was bound to the node that is not ready")
+	}
+	c.pod("http-3", hostPort(8080))
+	msg := "0/3 nodes are available: 1 node(s) were not ready, 2 node(s) didn't have free ports for the requested pod ports."
+	c.unschedulable("http-3", msg)
+	c.updateNode("edge-3", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionTrue })
+	if n := c.boundTo("http-3"); n != "edge-3" {
+		t.Fatalf("http-3 bound to %s, want edge-3", n)
+	}
+
+	// Deleting a pod frees its port for a waiting pod.
+	c.pod("http-4", hostPort(8080))
+	c.unschedulable("http-4", "0/3 nodes are available: 3 node(s) didn't have free ports for the requested pod ports.")
+	if _, err := c.st.Delete(context.Background(), store.Pods, "default", "http-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.boundTo("http-4"); n != n1 {
+		t.Fatalf("http-4 bound to %s, want %s", n, n1)
+	}
+	if !strings.HasPrefix(n1, "edge-") {
+		t.Fatalf("unexpected node %s", n1)
+	}
+}
