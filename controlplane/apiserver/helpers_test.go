@@ -1,0 +1,153 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// env is a running apiserver on a real loopback listener over an embedded
+// NATS server.
+type env struct {
+	t    *testing.T
+	url  string
+	nc   *nats.Conn
+	st   *store.Store
+	srv  *Server
+	http *http.Client
+}
+
+type envOption func(*Config)
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := store.New(nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := Config{Store: st, NATS: nc, Addr: addr}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Run did not return after cancel")
+		}
+	})
+	e := &env{t: t, url: "http://" + addr, nc: nc, st: st, srv: srv, http: &http.Client{Timeout: 30 * time.Second}}
+	eventually(t, 10*time.Second, func() error {
+		resp, err := e.http.Get(e.url + "/api/v1/namespaces/default")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("default namespace: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return e
+}
+
+// eventually polls f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// do sends a request; body may be nil, []byte, string or a value to encode as JSON.
+func (e *env) do(method, path, contentType string, body any) (int, []byte) {
+	e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	case string:
+		r = bytes.NewReader([]byte(b))
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.url+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// must sends a request and fails the test unless it answers want.
+func (e *env) must(want int, method, path, contentType string, body any, into any) {
+	e.t.Helper()
+	code, out := e.do(method, path, contentType, body)
+	if code != want {
+		e.t.Fatalf("%s %s: got %d, want %d: %s", method, path, code, want, out)
+	}
+	if into != nil {
+		if err := json.Unmarshal(out, into); err != nil {
+			e.t.Fatalf("%s %s: decode: %v: %s", method, path, err, out)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+)
+
+const kubectlPath = "/usr/bin/kubectl"
+
+// kubectl runs the real kubectl against e with a private HOME and cache.
+func (e *env) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	e.t.Helper()
+	home := e.t.TempDir()
+	full := append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache"), "--request-timeout=20s"}, args...)
+	cmd := exec.CommandContext(ctx, kubectlPath, full...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (e *env) mustKubectl(stdin string, args ...string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := e.kubectl(ctx, stdin, args...)
+	if err != nil {
+		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+const manifest = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: %d
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      runtimeClassName: wasm
+      containers:
+      - name: web
+        image: hello-wasm:v1
+        ports:
+        - containerPort: 8080
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 8080
+`
+
+func TestKubectl(t *testing.T) {
+	if _, err := os.Stat(kubectlPath); err != nil {
+		t.Skip("kubectl not found")
+	}
+	e := newEnv(t)
+
+	out := e.mustKubectl("", "version", "-o", "json")
+	if !strings.Contains(out, GitVersion) {
+		t.Errorf("kubectl version: no %s in %s", GitVersion, out)
+	}
+	out = e.mustKubectl("", "get", "pods,deployments,replicasets,services,endpoints,nodes")
+	if !strings.Contains(out, "No resources found") {
+		t.Errorf("empty get: %s", out)
+	}
+	out = e.mustKubectl("", "get", "ns")
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease", "Active"} {
+		if !strings.Contains(out, ns) {
+			t.Errorf("get ns: no %s in\n%s", ns, out)
+		}
+	}
+	out = e.mustKubectl("", "get", "runtimeclass")
+	if !strings.Contains(out, "wasm") || !strings.Contains(out, "runc") {
+		t.Errorf("get runtimeclass:\n%s", out)
+	}
+
+	out = e.mustKubectl(fmt.Sprintf(manifest, 2), "apply", "--validate=false", "-f", "-")
+	if !strings.Contains(out, "deployment.apps/web created") || !strings.Contains(out, "service/web created") {
+		t.Fatalf("apply:\n%s", out)
+	}
+	out = e.mustKubectl(fmt.Sprintf(manifest, 3), "apply", "--validate=false", "-f", "-")
+	if !strings.Contains(out, "deployment.apps/web configured") || !strings.Contains(out, "service/web unchanged") {
+		t.Fatalf("re-apply:\n%s", out)
+	}
+	out = e.mustKubectl("", "get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.metadata.generation}")
+	if out != "3 2" {
+		t.Errorf("replicas/generation after re-apply: %q, want \"3 2\"", out)
+	}
+	out = e.mustKubectl("", "get", "svc", "web", "-o", "yaml")
+	for _, want := range []string{"clusterIP: 127.96.0.", "nodePort: 30000", "targetPort: 8080", "kind: Service"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get svc -o yaml: no %q in\n%s", want, out)
+		}
+	}
+	out = e.mustKubectl("", "get", "deploy")
+	if !strings.Contains(out, "READY") || !strings.Contains(out, "0/3") {
+		t.Errorf("get deploy table:\n%s", out)
+	}
+	e.mustKubectl("", "scale", "deployment/web", "--replicas=1")
+	out = e.mustKubectl("", "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}")
+	if out != "1" {
+		t.Errorf("replicas after scale: %q", out)
+	}
+
+	// A pod bound to a node, whose log a fake agent answers over NATS.
+	e.mustKubectl(`apiVersion: v1
+kind: Pod
+metadata: {name: hello, labels: {app: hello}}
+spec:
+  nodeName: edge-1
+  containers: [{name: main, image: hello-wasm:v1}]
+`, "create", "--validate=false", "-f", "-")
+	sub, err := e.nc.Subscribe(nodeapi.LogsSubject("edge-1"), func(m *nats.Msg) {
+		_ = e.nc.Publish(m.Reply, []byte("hello from edge-1\n"))
+		eof := nats.NewMsg(m.Reply)
+		eof.Header.Set(nodeapi.HeaderEOF, "1")
+		_ = e.nc.PublishMsg(eof)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	out = e.mustKubectl("", "logs", "hello")
+	if out != "hello from edge-1\n" {
+		t.Errorf("logs: %q", out)
+	}
+	out = e.mustKubectl("", "get", "pods", "-o", "wide")
+	if !strings.Contains(out, "hello") || !strings.Contains(out, "Pending") || !strings.Contains(out, "edge-1") {
+		t.Errorf("get pods -o wide:\n%s", out)
+	}
+
+	// get -w sees a change made while it watches.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, kubectlPath, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "get", "pods", "-w", "--request-timeout=25s")
+	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
+	var buf syncBuffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	eventually(t, 15*time.Second, func() error {
+		if !strings.Contains(buf.String(), "hello") {
+			return fmt.Errorf("get -w printed %q", buf.String())
+		}
+		return nil
+	})
+	e.mustKubectl("", "label", "pod", "hello", "tier=edge")
+	e.mustKubectl("", "delete", "pod", "hello", "--wait=false")
+	eventually(t, 15*time.Second, func() error {
+		if !strings.Contains(buf.String(), "Terminating") {
+			return fmt.Errorf("get -w printed %q", buf.String())
+		}
+		return nil
+	})
+	if strings.Count(buf.String(), "NAME") != 1 {
+		t.Errorf("get -w printed headers %d times:\n%s", strings.Count(buf.String(), "NAME"), buf.String())
+	}
+
+	t.Logf("get -w:\n%s", buf.String())
+
+	out = e.mustKubectl(fmt.Sprintf(manifest, 1), "delete", "-f", "-", "--wait=false")
+	if !strings.Contains(out, `deployment.apps "web" deleted`) || !strings.Contains(out, `service "web" deleted`) {
+		t.Errorf("delete -f:\n%s", out)
+	}
+	out = e.mustKubectl("", "get", "deployments,services")
+	if !strings.Contains(out, "No resources found") {
+		t.Errorf("after delete:\n%s", out)
+	}
+}
