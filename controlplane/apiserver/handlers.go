@@ -191,6 +191,12 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	if obj.GetName() == "" {
+		obj.SetName(ri.name)
+	}
+	if obj.GetName() != ri.name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), ri.name))
+	}
 	out, err := s.updateObject(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), func(store.Object) (store.Object, error) {
 		return obj.DeepCopyObject().(store.Object), nil
 	})

@@ -27,7 +27,17 @@ type env struct {
 	http *http.Client
 }
 
-type envOption func(*Config)
+type envOption func(*Config, *store.Config)
+
+// withWatchCache sets the store's watch cache size (events kept for resume).
+func withWatchCache(n int) envOption {
+	return func(_ *Config, sc *store.Config) { sc.WatchCacheEvents = n }
+}
+
+// withConfig edits the apiserver Config.
+func withConfig(f func(*Config)) envOption {
+	return func(c *Config, _ *store.Config) { f(c) }
+}
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
@@ -41,7 +51,12 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := store.New(nc, store.Config{})
+	var cfg Config
+	var scfg store.Config
+	for _, o := range opts {
+		o(&cfg, &scfg)
+	}
+	st, err := store.New(nc, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +67,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg := Config{Store: st, NATS: nc, Addr: addr}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg.Store, cfg.NATS, cfg.Addr = st, nc, addr
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
