@@ -186,7 +186,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	adopted := a.recoverTasks(ctx)
-	a.pods.adopted = adopted
+	a.pods.mu.Lock()
+	a.pods.ctx, a.pods.adopted = ctx, adopted
+	a.pods.mu.Unlock()
 	a.rcs.AddHandler(store.Handler{
 		OnAdd:    func(store.Object) { a.pods.notifyAll() },
 		OnUpdate: func(_, _ store.Object) { a.pods.notifyAll() },
