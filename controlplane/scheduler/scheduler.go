@@ -163,12 +163,12 @@ func (s *Scheduler) lookupRuntimeClass(name string) (*nodev1.RuntimeClass, bool)
 // have synced, and schedules pods one at a time until ctx ends; it then
 // returns nil. Call it once.
 func (s *Scheduler) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // runs after cancel: informers and the retry loop end
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.addHandlers()
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for _, inf := range []*store.Informer{s.pods, s.nodes, s.runtimeClasses} {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.Run(ctx) }()
