@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
@@ -221,4 +222,23 @@ func cs0(p *corev1.Pod) corev1.ContainerStatus {
 		return corev1.ContainerStatus{}
 	}
 	return p.Status.ContainerStatuses[0]
+}
+
+// markDeleted does what the apiserver does on a graceful DELETE: it sets
+// deletionTimestamp and deletionGracePeriodSeconds.
+func (e *env) markDeleted(ns, name string, grace int64) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := e.getPod(ns, name)
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+		_, err = e.s.Update(context.Background(), store.Pods, p)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 }

@@ -187,16 +187,7 @@ func TestGracefulDeletion(t *testing.T) {
 	}
 	// What the apiserver does on DELETE with a grace period.
 	for _, name := range []string{"polite", "stubborn"} {
-		p, err := e.getPod("default", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := metav1.Now()
-		grace := int64(1)
-		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
-		if _, err := e.s.Update(context.Background(), store.Pods, p); err != nil {
-			t.Fatal(err)
-		}
+		e.markDeleted("default", name, 1)
 	}
 	start := time.Now()
 	for _, name := range []string{"polite", "stubborn"} {
@@ -432,3 +423,50 @@ func TestAgentRestartRestartsPods(t *testing.T) {
 }
 
 var _ runtimes.Runtime = (*testruntime.Runtime)(nil)
+
+// TestStatusWrittenOnlyOnChange: events that change nothing the agent
+// reports (label updates) must not cause status writes.
+func TestStatusWrittenOnlyOnChange(t *testing.T) {
+	e := newEnv(t)
+	e.agent("n1", nil)
+	e.pod("n1", simplePod("quiet", "sleep", corev1.RestartPolicyAlways))
+	e.waitPod("default", "quiet", 5*time.Second, phaseIs(corev1.PodRunning))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, _ := e.getPod("default", "quiet")
+	from, _ := store.ParseResourceVersion(p.ResourceVersion)
+	w, err := e.s.Watch(ctx, store.Pods, "default", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj := store.NewInformer(e.s, store.NodePods, store.WithFilter("n1.>"))
+	go proj.Run(ctx)
+	proj.WaitForSync(ctx)
+	ours := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		p.Labels = map[string]string{"round": fmt.Sprint(i)}
+		out, err := e.s.Update(ctx, store.Pods, p)
+		if err != nil {
+			t.Fatal(err) // the agent must not have written meanwhile
+		}
+		p = out.(*corev1.Pod)
+		ours[p.ResourceVersion] = true
+		// wait until the agent has seen it (the projection carries it)
+		eventually(t, 2*time.Second, func() error {
+			o, ok := proj.Get("default", "quiet")
+			if !ok {
+				return fmt.Errorf("not projected")
+			}
+			if o.GetResourceVersion() != p.ResourceVersion {
+				return fmt.Errorf("projection at %s", o.GetResourceVersion())
+			}
+			return nil
+		})
+	}
+	for i := 0; i < 5; i++ {
+		ev := <-w.Events()
+		if !ours[ev.Object.GetResourceVersion()] {
+			t.Fatalf("unexpected write at %s: %+v", ev.Object.GetResourceVersion(), ev.Object.(*corev1.Pod).Status)
+		}
+	}
+}

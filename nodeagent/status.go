@@ -93,6 +93,15 @@ func (w *podWorker) containerStatus(c *container) corev1.ContainerStatus {
 	default:
 		st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	}
+	// Stored times have second precision: compare like with like.
+	for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+		if t != nil {
+			t.StartedAt, t.FinishedAt = t.StartedAt.Rfc3339Copy(), t.FinishedAt.Rfc3339Copy()
+		}
+	}
+	if r := st.State.Running; r != nil {
+		r.StartedAt = r.StartedAt.Rfc3339Copy()
+	}
 	return st
 }
 
@@ -107,8 +116,9 @@ func (w *podWorker) podStatus() corev1.PodStatus {
 		HostIPs:   []corev1.HostIP{{IP: w.a.cfg.NodeIP}},
 		PodIP:     w.a.cfg.NodeIP,
 		PodIPs:    []corev1.PodIP{{IP: w.a.cfg.NodeIP}},
-		StartTime: &w.startTime,
 	}
+	start := w.startTime.Rfc3339Copy()
+	st.StartTime = &start
 	for _, c := range w.init {
 		st.InitContainerStatuses = append(st.InitContainerStatuses, w.containerStatus(c))
 	}
