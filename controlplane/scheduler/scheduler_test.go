@@ -3,7 +3,9 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,7 +45,7 @@ type cluster struct {
 // start runs a NATS server, a store and a scheduler with the default
 // RuntimeClasses. The periodic retry is set to an hour so that tests prove
 // the event-driven retries.
-func start(t *testing.T) *cluster {
+func start(t *testing.T, opts ...func(*scheduler.Config)) *cluster {
 	t.Helper()
 	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
 	if err != nil {
@@ -64,7 +66,11 @@ func start(t *testing.T) *cluster {
 	c.runtimeClass("wasm", nodeapi.HandlerWasm)
 	c.runtimeClass("runc", nodeapi.HandlerContainerd)
 
-	s, err := scheduler.New(scheduler.Config{Store: st, RetryInterval: time.Hour})
+	cfg := scheduler.Config{Store: st, RetryInterval: time.Hour}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := scheduler.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,5 +403,75 @@ func TestHostPortsAndReadiness(t *testing.T) {
 	}
 	if !strings.HasPrefix(n1, "edge-") {
 		t.Fatalf("unexpected node %s", n1)
+	}
+}
+
+// attempts is a slog handler that counts "pod unschedulable" records by pod.
+type attempts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *attempts) Enabled(context.Context, slog.Level) bool { return true }
+func (a *attempts) WithAttrs([]slog.Attr) slog.Handler       { return a }
+func (a *attempts) WithGroup(string) slog.Handler            { return a }
+func (a *attempts) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "pod unschedulable" {
+		return nil
+	}
+	r.Attrs(func(at slog.Attr) bool {
+		if at.Key == "pod" {
+			a.mu.Lock()
+			a.n[at.Value.String()]++
+			a.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (a *attempts) count(pod string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[pod]
+}
+
+func TestPeriodicRetryWritesStatusOnce(t *testing.T) {
+	a := &attempts{n: map[string]int{}}
+	c := start(t, func(cfg *scheduler.Config) {
+		cfg.RetryInterval = 50 * time.Millisecond
+		cfg.Logger = slog.New(a)
+	})
+	c.node("small", "1", "1Gi")
+	c.pod("big", requests("2"))
+	c.unschedulable("big", "0/1 nodes are available: 1 Insufficient cpu.")
+	rv := c.get("big").ResourceVersion
+	first := a.count("default/big")
+
+	// The periodic retry tries again and again without any event...
+	eventually(t, 10*time.Second, func() error {
+		if n := a.count("default/big"); n < first+3 {
+			return fmt.Errorf("%d attempts, want at least %d", n, first+3)
+		}
+		return nil
+	})
+	// ...and, the message being the same, never writes the pod again.
+	if got := c.get("big").ResourceVersion; got != rv {
+		t.Fatalf("resourceVersion moved from %s to %s: the status was rewritten", rv, got)
+	}
+
+	// A node heartbeat-like update (nothing the plugins look at) is fine
+	// too, and a pod for another scheduler is never attempted.
+	c.pod("mine", schedulerName("my-scheduler"), requests("2"))
+	c.updateNode("small", func(n *corev1.Node) { n.Status.Conditions[0].Message = "kubelet is posting ready status" })
+	n := a.count("default/big")
+	eventually(t, 10*time.Second, func() error {
+		if a.count("default/big") < n+2 {
+			return fmt.Errorf("no further attempts")
+		}
+		return nil
+	})
+	if a.count("default/mine") != 0 || len(c.get("mine").Status.Conditions) != 0 {
+		t.Fatal("the pod of another scheduler was attempted")
 	}
 }
