@@ -245,11 +245,11 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 		}
 		setDefaults(obj)
 		bumpGeneration(r, obj, cur)
-		if errs := validateUpdate(r, ri.sub, obj, cur); len(errs) > 0 {
-			return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), ri.name, errs)
-		}
 		if err := s.allocateUpdate(ctx, obj, cur); err != nil {
 			return nil, err
+		}
+		if errs := validateUpdate(r, ri.sub, obj, cur); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), ri.name, errs)
 		}
 		if sameObject(obj, cur) || dryRun {
 			return obj, nil

@@ -163,3 +163,5 @@ func (e *env) must(want int, method, path, contentType string, body any, into an
 		}
 	}
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -26,8 +26,9 @@ const logAgentTimeout = 5 * time.Second
 // the reply inbox as text/plain, flushing each one, until the Orca-EOF
 // header. An Orca-Error message before any output becomes a Status with
 // the code of Orca-Status (default 500). When the client leaves, the
-// agent is told on the request's cancel subject. No answer within 5 s is a
-// 503 naming the node; an unscheduled pod is a 400.
+// agent is told on the request's cancel subject. No agent subscribed for
+// the node (NATS' no-responders reply) or no answer within 5 s is a 503
+// naming the node; an unscheduled pod is a 400.
 func (s *Server) podLog(c echo.Context, ri reqInfo) error {
 	ctx := c.Request().Context()
 	q := c.Request().URL.Query()
@@ -105,6 +106,11 @@ func (s *Server) podLog(c echo.Context, ri reqInfo) error {
 			case <-timer.C:
 				return apierrors.NewServiceUnavailable(fmt.Sprintf("log of pod %s/%s: node %s did not answer within %s (is its agent running?)", ri.namespace, ri.name, node, logAgentTimeout))
 			}
+		}
+		if !started && len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+			// NATS' no-responders answer: no agent subscribes for this node.
+			finished = true
+			return apierrors.NewServiceUnavailable(fmt.Sprintf("log of pod %s/%s: no agent answers for node %s (is it running and connected?)", ri.namespace, ri.name, node))
 		}
 		if msg.Header != nil && msg.Header.Get(nodeapi.HeaderError) != "" {
 			finished = true

@@ -1,0 +1,272 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+func TestServiceAllocation(t *testing.T) {
+	e := newEnv(t)
+	const svcs = "/api/v1/namespaces/default/services"
+	svc := func(name, typ string, extra map[string]any) map[string]any {
+		port := map[string]any{"port": 80}
+		for k, v := range extra {
+			port[k] = v
+		}
+		return map[string]any{"metadata": map[string]any{"name": name}, "spec": map[string]any{"type": typ, "selector": map[string]any{"app": name}, "ports": []any{port}}}
+	}
+	var a, b, np corev1.Service
+	e.must(http.StatusCreated, "POST", svcs, "application/json", svc("a", "", nil), &a)
+	e.must(http.StatusCreated, "POST", svcs, "application/json", svc("b", "ClusterIP", nil), &b)
+	e.must(http.StatusCreated, "POST", svcs, "application/json", svc("np", "NodePort", nil), &np)
+	ips := map[string]bool{a.Spec.ClusterIP: true, b.Spec.ClusterIP: true, np.Spec.ClusterIP: true}
+	for ip := range ips {
+		if !strings.HasPrefix(ip, "127.96.") {
+			t.Errorf("clusterIP %q outside 127.96.0.0/16", ip)
+		}
+	}
+	if len(ips) != 3 {
+		t.Errorf("clusterIPs not unique: %v", ips)
+	}
+	p := a.Spec.Ports[0]
+	if a.Spec.Type != corev1.ServiceTypeClusterIP || a.Spec.SessionAffinity != corev1.ServiceAffinityNone || p.Protocol != corev1.ProtocolTCP || p.TargetPort.IntVal != 80 {
+		t.Errorf("service defaults: %+v", a.Spec)
+	}
+	if n := np.Spec.Ports[0].NodePort; n < 30000 || n > 32767 {
+		t.Errorf("nodePort %d", n)
+	}
+	// A taken nodePort or clusterIP is refused; so is one outside the range.
+	for name, body := range map[string]map[string]any{
+		"dup-port":   svc("dup-port", "NodePort", map[string]any{"nodePort": np.Spec.Ports[0].NodePort}),
+		"range-port": svc("range-port", "NodePort", map[string]any{"nodePort": 80}),
+	} {
+		if code, out := e.do("POST", svcs, "application/json", body); code != 422 {
+			t.Errorf("%s: %d %s", name, code, out)
+		}
+	}
+	dupIP := svc("dup-ip", "", nil)
+	dupIP["spec"].(map[string]any)["clusterIP"] = a.Spec.ClusterIP
+	if code, out := e.do("POST", svcs, "application/json", dupIP); code != 422 {
+		t.Errorf("dup clusterIP: %d %s", code, out)
+	}
+	// Updates keep the addresses even when the client leaves them out.
+	var upd corev1.Service
+	e.must(http.StatusOK, "PUT", svcs+"/np", "application/json", svc("np", "NodePort", nil), &upd)
+	if upd.Spec.ClusterIP != np.Spec.ClusterIP || upd.Spec.Ports[0].NodePort != np.Spec.Ports[0].NodePort {
+		t.Errorf("update lost addresses: %+v", upd.Spec)
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	e := newEnv(t)
+	var versions metav1.APIVersions
+	e.must(200, "GET", "/api", "", nil, &versions)
+	if len(versions.Versions) != 1 || versions.Versions[0] != "v1" {
+		t.Errorf("/api: %+v", versions)
+	}
+	var core metav1.APIResourceList
+	e.must(200, "GET", "/api/v1", "", nil, &core)
+	found := map[string]metav1.APIResource{}
+	for _, r := range core.APIResources {
+		found[r.Name] = r
+	}
+	po := found["pods"]
+	if !po.Namespaced || po.Kind != "Pod" || po.SingularName != "pod" || len(po.ShortNames) == 0 || po.ShortNames[0] != "po" || len(po.Categories) == 0 || len(po.Verbs) != 8 {
+		t.Errorf("pods: %+v", po)
+	}
+	for _, n := range []string{"pods/status", "pods/binding", "pods/log", "nodes", "namespaces", "services/status", "endpoints", "configmaps", "secrets", "events"} {
+		if _, ok := found[n]; !ok {
+			t.Errorf("/api/v1 lacks %s", n)
+		}
+	}
+	var groups metav1.APIGroupList
+	e.must(200, "GET", "/apis", "", nil, &groups)
+	var names []string
+	for _, g := range groups.Groups {
+		names = append(names, g.PreferredVersion.GroupVersion)
+	}
+	if fmt.Sprint(names) != "[apps/v1 coordination.k8s.io/v1 node.k8s.io/v1 orca.dev/v1]" {
+		t.Errorf("/apis: %v", names)
+	}
+	var apps metav1.APIResourceList
+	e.must(200, "GET", "/apis/apps/v1", "", nil, &apps)
+	if len(apps.APIResources) == 0 || apps.GroupVersion != "apps/v1" {
+		t.Errorf("/apis/apps/v1: %+v", apps)
+	}
+	e.must(200, "GET", "/apis/orca.dev/v1", "", nil, nil)
+	e.must(404, "GET", "/apis/nope/v1", "", nil, nil)
+	for _, p := range []string{"/healthz", "/readyz", "/livez"} {
+		if code, body := e.do("GET", p, "", nil); code != 200 || string(body) != "ok" {
+			t.Errorf("%s: %d %q", p, code, body)
+		}
+	}
+	var v map[string]string
+	e.must(200, "GET", "/version", "", nil, &v)
+	if v["gitVersion"] != GitVersion {
+		t.Errorf("/version: %v", v)
+	}
+}
+
+type fakePusher struct{ got map[string][]byte }
+
+func (f *fakePusher) Push(_ context.Context, name string, r io.Reader) (string, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", err
+	}
+	f.got[name] = b
+	return fmt.Sprintf("sha256:%x", sha256.Sum256(b)), nil
+}
+
+func TestModulePush(t *testing.T) {
+	fp := &fakePusher{got: map[string][]byte{}}
+	e := newEnv(t, withConfig(func(c *Config) { c.Modules = fp }))
+	module := []byte("\x00asm\x01\x00\x00\x00")
+	var resp ModuleResponse
+	e.must(http.StatusCreated, "PUT", "/apis/orca.dev/v1/wasmmodules/hello-wasm%3Av1", "application/wasm", module, &resp)
+	if resp.Name != "hello-wasm:v1" || resp.Digest != fmt.Sprintf("sha256:%x", sha256.Sum256(module)) || string(fp.got["hello-wasm:v1"]) != string(module) {
+		t.Errorf("push: %+v", resp)
+	}
+	if code, body := e.do("PUT", "/apis/orca.dev/v1/wasmmodules/Bad%20Name", "application/wasm", module); code != 422 {
+		t.Errorf("bad name: %d %s", code, body)
+	}
+	none := newEnv(t)
+	if code, body := none.do("PUT", "/apis/orca.dev/v1/wasmmodules/hello-wasm%3Av1", "application/wasm", module); code != 503 {
+		t.Errorf("no pusher: %d %s", code, body)
+	}
+}
+
+func TestPodLogs(t *testing.T) {
+	e := newEnv(t)
+	const pods = "/api/v1/namespaces/default/pods"
+	p := podJSON("web")
+	p["spec"].(map[string]any)["nodeName"] = "edge-1"
+	e.must(http.StatusCreated, "POST", pods, "application/json", p, nil)
+	e.must(http.StatusCreated, "POST", pods, "application/json", podJSON("unbound"), nil)
+
+	reqs := make(chan nodeapi.LogRequest, 10)
+	sub, err := e.nc.Subscribe(nodeapi.LogsSubject("edge-1"), func(m *nats.Msg) {
+		var req nodeapi.LogRequest
+		_ = jsonUnmarshal(m.Data, &req)
+		reqs <- req
+		if req.Container == "missing" {
+			msg := nats.NewMsg(m.Reply)
+			msg.Header.Set(nodeapi.HeaderError, "no such log")
+			msg.Header.Set(nodeapi.HeaderStatus, "404")
+			_ = e.nc.PublishMsg(msg)
+			return
+		}
+		for i := 0; i < 3; i++ {
+			_ = e.nc.Publish(m.Reply, []byte(fmt.Sprintf("line %d\n", i)))
+		}
+		eof := nats.NewMsg(m.Reply)
+		eof.Header.Set(nodeapi.HeaderEOF, "1")
+		_ = e.nc.PublishMsg(eof)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.nc.Flush()
+	code, body := e.do("GET", pods+"/web/log?tailLines=3&timestamps=true&limitBytes=100", "", nil)
+	if code != 200 || string(body) != "line 0\nline 1\nline 2\n" {
+		t.Errorf("log: %d %q", code, body)
+	}
+	req := <-reqs
+	if req.Namespace != "default" || req.Pod != "web" || req.Container != "main" || req.TailLines != 3 || !req.Timestamps || req.LimitBytes != 100 || req.CancelSubject == "" {
+		t.Errorf("log request %+v", req)
+	}
+	// The agent's error is the client's Status. (The container must exist
+	// in the pod: add it by checking the 400 first.)
+	if code, body := e.do("GET", pods+"/web/log?container=missing", "", nil); code != 400 {
+		t.Errorf("unknown container: %d %s", code, body)
+	}
+	if code, body := e.do("GET", pods+"/unbound/log", "", nil); code != 400 {
+		t.Errorf("unbound pod: %d %s", code, body)
+	}
+	sub.Unsubscribe()
+	// No agent at all: NATS says so at once.
+	code, body = e.do("GET", pods+"/web/log", "", nil)
+	if st := decodeStatus(t, body); code != 503 || !strings.Contains(st.Message, "edge-1") {
+		t.Errorf("no agent: %d %s", code, body)
+	}
+	// An agent that never answers: 503 after the timeout.
+	silent, err := e.nc.Subscribe(nodeapi.LogsSubject("edge-1"), func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Unsubscribe()
+	_ = e.nc.Flush()
+	start := time.Now()
+	code, body = e.do("GET", pods+"/web/log", "", nil)
+	if st := decodeStatus(t, body); code != 503 || !strings.Contains(st.Message, "edge-1") {
+		t.Errorf("silent agent: %d %s", code, body)
+	}
+	if d := time.Since(start); d < logAgentTimeout-time.Second {
+		t.Errorf("gave up after %s", d)
+	}
+}
+
+func TestPodLogAgentError(t *testing.T) {
+	e := newEnv(t)
+	p := podJSON("web")
+	p["spec"].(map[string]any)["nodeName"] = "edge-1"
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", p, nil)
+	sub, err := e.nc.Subscribe(nodeapi.LogsSubject("edge-1"), func(m *nats.Msg) {
+		msg := nats.NewMsg(m.Reply)
+		msg.Header.Set(nodeapi.HeaderError, "container main has not started")
+		msg.Header.Set(nodeapi.HeaderStatus, "404")
+		_ = e.nc.PublishMsg(msg)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_ = e.nc.Flush()
+	code, body := e.do("GET", "/api/v1/namespaces/default/pods/web/log", "", nil)
+	st := decodeStatus(t, body)
+	if code != 404 || st.Reason != metav1.StatusReasonNotFound || !strings.Contains(st.Message, "has not started") {
+		t.Errorf("agent error: %d %s", code, body)
+	}
+}
+
+func TestRunPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	e := newEnv(t)
+	srv, err := New(Config{Store: e.st, Addr: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Run(ctx)
+	want := fmt.Sprintf("listen %s: address already in use", ln.Addr())
+	if err == nil || err.Error() != want || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Errorf("Run on a used port: %v, want %q at once", err, want)
+	}
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without a store succeeded")
+	}
+	if _, err := New(Config{Store: e.st, ServiceCIDR: "bogus"}); err == nil {
+		t.Error("New with a bad CIDR succeeded")
+	}
+	_ = store.Pods
+}
