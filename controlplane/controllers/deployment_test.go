@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -96,10 +96,10 @@ func TestDeploymentCreatesReplicaSetAndPodsAndScales(t *testing.T) {
 // within maxSurge and maxUnavailable.
 func TestRollingUpdate(t *testing.T) {
 	for _, tc := range []struct {
-		name                 string
-		replicas             int32
-		surge, unavail       intstr.IntOrString
-		maxTotal, minReady   int
+		name               string
+		replicas           int32
+		surge, unavail     intstr.IntOrString
+		maxTotal, minReady int
 	}{
 		{"surge1-unavailable0", 4, intstr.FromInt32(1), intstr.FromInt32(0), 5, 4},
 		{"surge0-unavailable1", 4, intstr.FromInt32(0), intstr.FromInt32(1), 4, 3},
