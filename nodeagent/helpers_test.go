@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
@@ -192,7 +192,7 @@ func (e *env) waitPod(ns, name string, timeout time.Duration, check func(*corev1
 func simplePod(name, image string, policy corev1.RestartPolicy) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{{Name: "main", Image: image}}},
+		Spec:       corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{{Name: "main", Image: image}}},
 	}
 }
 

@@ -111,11 +111,11 @@ func (w *podWorker) containerStatus(c *container) corev1.ContainerStatus {
 func (w *podWorker) podStatus() corev1.PodStatus {
 	phase := w.phase()
 	st := corev1.PodStatus{
-		Phase:     phase,
-		HostIP:    w.a.cfg.NodeIP,
-		HostIPs:   []corev1.HostIP{{IP: w.a.cfg.NodeIP}},
-		PodIP:     w.a.cfg.NodeIP,
-		PodIPs:    []corev1.PodIP{{IP: w.a.cfg.NodeIP}},
+		Phase:   phase,
+		HostIP:  w.a.cfg.NodeIP,
+		HostIPs: []corev1.HostIP{{IP: w.a.cfg.NodeIP}},
+		PodIP:   w.a.cfg.NodeIP,
+		PodIPs:  []corev1.PodIP{{IP: w.a.cfg.NodeIP}},
 	}
 	start := w.startTime.Rfc3339Copy()
 	st.StartTime = &start

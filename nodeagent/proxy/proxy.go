@@ -188,7 +188,7 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				addrs[net.JoinHostPort(p.cfg.NodePortAddress, strconv.Itoa(int(sp.NodePort)))] = true
 			}
 			want[pk] = addrs
-			backends[pk] = endpointsFor(ep, sp, len(svc.Spec.Ports))
+			backends[pk] = endpointsFor(ep, sp)
 		}
 	}
 
@@ -248,16 +248,16 @@ func splitNamespaced(key string) (ns, name string) {
 }
 
 // endpointsFor returns the ready "ip:port" endpoints of service port sp:
-// the subset port of the same name (or the only port of a single-port
-// Service), as kube-proxy matches them.
-func endpointsFor(ep *corev1.Endpoints, sp corev1.ServicePort, nPorts int) []string {
+// the subset ports of the same name (an unnamed single port is named ""),
+// as kube-proxy matches them.
+func endpointsFor(ep *corev1.Endpoints, sp corev1.ServicePort) []string {
 	if ep == nil {
 		return nil
 	}
 	var out []string
 	for _, ss := range ep.Subsets {
 		for _, port := range ss.Ports {
-			if port.Name != sp.Name && !(nPorts == 1 && len(ss.Ports) == 1) {
+			if port.Name != sp.Name {
 				continue
 			}
 			if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
