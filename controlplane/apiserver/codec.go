@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,4 +142,20 @@ func wantsTable(c echo.Context) (bool, string) {
 		}
 	}
 	return false, ""
+}
+
+// checkStrict implements ?fieldValidation=Strict (kubectl's default
+// --validate): a body with a field the kind does not have is a 400
+// BadRequest "strict decoding error: ...". Other values (Ignore, Warn, "")
+// accept unknown fields silently.
+func checkStrict(c echo.Context, r store.Resource, data []byte) error {
+	if c.QueryParam("fieldValidation") != "Strict" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(r.New()); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("strict decoding error: %s", strings.TrimPrefix(err.Error(), "json: ")))
+	}
+	return nil
 }

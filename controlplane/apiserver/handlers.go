@@ -101,6 +101,9 @@ func (s *Server) create(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	if err := checkStrict(c, ri.res, data); err != nil {
+		return err
+	}
 	out, err := s.createObject(c.Request().Context(), ri.res, ri.namespace, obj, isDryRun(c.Request().URL.Query()))
 	if err != nil {
 		return err
@@ -189,6 +192,9 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 	}
 	obj, err := decodeObject(ri.res, data)
 	if err != nil {
+		return err
+	}
+	if err := checkStrict(c, ri.res, data); err != nil {
 		return err
 	}
 	if obj.GetName() == "" {

@@ -103,7 +103,7 @@ func TestKubectl(t *testing.T) {
 	if !strings.Contains(out, "deployment.apps/web created") || !strings.Contains(out, "service/web created") {
 		t.Fatalf("apply:\n%s", out)
 	}
-	out = e.mustKubectl(fmt.Sprintf(manifest, 3), "apply", "--validate=false", "-f", "-")
+	out = e.mustKubectl(fmt.Sprintf(manifest, 3), "apply", "-f", "-")
 	if !strings.Contains(out, "deployment.apps/web configured") || !strings.Contains(out, "service/web unchanged") {
 		t.Fatalf("re-apply:\n%s", out)
 	}
@@ -134,7 +134,7 @@ metadata: {name: hello, labels: {app: hello}}
 spec:
   nodeName: edge-1
   containers: [{name: main, image: hello-wasm:v1}]
-`, "create", "--validate=false", "-f", "-")
+`, "create", "-f", "-")
 	sub, err := e.nc.Subscribe(nodeapi.LogsSubject("edge-1"), func(m *nats.Msg) {
 		_ = e.nc.Publish(m.Reply, []byte("hello from edge-1\n"))
 		eof := nats.NewMsg(m.Reply)
@@ -152,6 +152,14 @@ spec:
 	out = e.mustKubectl("", "get", "pods", "-o", "wide")
 	if !strings.Contains(out, "hello") || !strings.Contains(out, "Pending") || !strings.Contains(out, "edge-1") {
 		t.Errorf("get pods -o wide:\n%s", out)
+	}
+
+	// Default validation (Strict) is done by the server.
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel0()
+	out, err = e.kubectl(ctx0, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: strict}\ndata: {a: b}\nbogus: 1\n", "create", "-f", "-")
+	if err == nil || !strings.Contains(out, "strict decoding error") || !strings.Contains(out, "bogus") {
+		t.Errorf("create with an unknown field: %v\n%s", err, out)
 	}
 
 	// get -w sees a change made while it watches.

@@ -30,6 +30,11 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	if pt != types.JSONPatchType && ri.sub == "" {
+		if err := checkStrict(c, ri.res, body); err != nil {
+			return err
+		}
+	}
 	out, err := s.updateObject(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), func(cur store.Object) (store.Object, error) {
 		return patchObject(ri.res, pt, cur, body)
 	})

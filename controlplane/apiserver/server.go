@@ -173,6 +173,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/readyz/*", ok)
 	e.GET("/livez/*", ok)
 	e.GET("/version", s.version)
+	e.GET("/openapi/v3", s.openAPIRoot)
+	e.GET("/openapi/v3/*", s.openAPIGroupVersion)
 	e.GET("/api", s.apiVersions)
 	e.GET("/api/", s.apiVersions)
 	e.GET("/apis", s.apiGroups)
