@@ -1,0 +1,341 @@
+// Package wazero is the runtimes.Runtime for the RuntimeClass handler
+// "wasm": pods run as WebAssembly modules in this process, on the wasm
+// package's Engine (ARCHITECTURE.md, decision 5).
+//
+// A container with no ports runs as a WASI command (its _start is the
+// container's process). A container with ports runs as an HTTP handler: the
+// runtime listens on each port and serves every request with a fresh
+// instance over CGI/1.1.
+//
+// Tasks live in the agent's process, so they die with it: Recover returns
+// none, and the agent restarts them as new attempts.
+package wazero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/wasm"
+)
+
+// DefaultMemoryLimitBytes bounds each instance of a container that sets no
+// memory limit: 128 MiB.
+const DefaultMemoryLimitBytes = 128 << 20
+
+// ModuleFetcher reads a module by reference ("name:tag", "name@sha256:...",
+// "sha256:..."), returning its bytes and digest; *wasm.ModuleStore is one.
+type ModuleFetcher interface {
+	Fetch(ctx context.Context, ref string) (data []byte, digest string, err error)
+}
+
+// ModuleResolver is an optional ability of a ModuleFetcher: resolving a
+// tag to its digest without reading the module, so a node that has the
+// digest cached starts the pod without downloading it again.
+// *wasm.ModuleStore has it.
+type ModuleResolver interface {
+	Resolve(ctx context.Context, ref string) (digest string, err error)
+}
+
+// Config configures a Runtime.
+type Config struct {
+	// DataDir holds the module and compilation caches (the agent's data
+	// dir, or a "wasm" directory under it). Required.
+	DataDir string
+	// Modules fetches modules that are not cached on the node. Required
+	// unless every pod references a digest already cached.
+	Modules ModuleFetcher
+	// DefaultMemoryLimitBytes applies to containers without a memory
+	// limit; default DefaultMemoryLimitBytes.
+	DefaultMemoryLimitBytes int64
+	// MaxConcurrentRequests bounds the instances one HTTP task runs at a
+	// time; default wasm.DefaultMaxConcurrent.
+	MaxConcurrentRequests int
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// Runtime runs tasks as WASM modules. Safe for concurrent use.
+type Runtime struct {
+	cfg    Config
+	engine *wasm.Engine
+	log    *slog.Logger
+
+	mu sync.Mutex
+	// tasks by ID; mu must be held.
+	tasks map[string]*task
+}
+
+var _ runtimes.Runtime = (*Runtime)(nil)
+
+// New starts the engine over cfg.DataDir.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("wazero runtime: DataDir is required")
+	}
+	if cfg.DefaultMemoryLimitBytes <= 0 {
+		cfg.DefaultMemoryLimitBytes = DefaultMemoryLimitBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e, err := wasm.NewEngine(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("wazero runtime: %w", err)
+	}
+	return &Runtime{cfg: cfg, engine: e, log: cfg.Logger.With("runtime", nodeapi.HandlerWasm), tasks: map[string]*task{}}, nil
+}
+
+// Handler returns "wasm".
+func (r *Runtime) Handler() string { return nodeapi.HandlerWasm }
+
+// load resolves spec.Image to a compiled module, using the node's cache
+// when the digest is known. Errors wrap runtimes.ErrImage.
+func (r *Runtime) load(ctx context.Context, image string) (*wasm.Module, error) {
+	ref, err := wasm.ParseRef(image)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", runtimes.ErrImage, err)
+	}
+	digest := ref.Digest
+	if digest == "" {
+		if res, ok := r.cfg.Modules.(ModuleResolver); ok {
+			if digest, err = res.Resolve(ctx, image); err != nil {
+				return nil, fmt.Errorf("resolve module %s: %w: %w", image, runtimes.ErrImage, err)
+			}
+		}
+	}
+	if digest == "" || !r.engine.Cached(digest) {
+		if r.cfg.Modules == nil {
+			return nil, fmt.Errorf("module %s is not cached on this node and no module store is configured: %w", image, runtimes.ErrImage)
+		}
+		fetchRef := image
+		if digest != "" {
+			fetchRef = digest
+		}
+		data, got, err := r.cfg.Modules.Fetch(ctx, fetchRef)
+		if err != nil {
+			return nil, fmt.Errorf("fetch module %s: %w: %w", image, runtimes.ErrImage, err)
+		}
+		if digest != "" && got != digest {
+			return nil, fmt.Errorf("fetch module %s: got digest %s, want %s: %w", image, got, digest, runtimes.ErrImage)
+		}
+		digest = got
+		mod, err := r.engine.Load(ctx, digest, func(context.Context) ([]byte, error) { return data, nil })
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", runtimes.ErrImage, err)
+		}
+		return mod, nil
+	}
+	mod, err := r.engine.Load(ctx, digest, func(ctx context.Context) ([]byte, error) {
+		if r.cfg.Modules == nil {
+			return nil, errors.New("no module store configured")
+		}
+		data, _, err := r.cfg.Modules.Fetch(ctx, digest)
+		return data, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", runtimes.ErrImage, err)
+	}
+	return mod, nil
+}
+
+// argv returns the instance's argv with Kubernetes semantics: Command
+// replaces the entrypoint (argv[0] = Command[0]), Args follow; without
+// Command, argv[0] is the module's name ("hello-wasm" for
+// "hello-wasm:v1").
+func argv(spec runtimes.TaskSpec) []string {
+	if len(spec.Command) > 0 {
+		return append(append([]string{}, spec.Command...), spec.Args...)
+	}
+	name := spec.Image
+	if ref, err := wasm.ParseRef(spec.Image); err == nil {
+		name = ref.Name
+		if name == "" {
+			name = ref.Digest
+		}
+	}
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	return append([]string{name}, spec.Args...)
+}
+
+// env returns the container env plus HOSTNAME = pod name, as the kubelet
+// sets it (an explicit HOSTNAME in the spec wins, as it does there).
+func env(spec runtimes.TaskSpec) []string {
+	out := append([]string{}, spec.Env...)
+	for _, kv := range spec.Env {
+		if strings.HasPrefix(kv, "HOSTNAME=") {
+			return out
+		}
+	}
+	return append(out, "HOSTNAME="+spec.PodName)
+}
+
+// openLog opens spec.LogPath for appending (creating its directory).
+func openLog(path string) (*os.File, error) {
+	if path == "" {
+		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+}
+
+func taskName(spec runtimes.TaskSpec) string {
+	return fmt.Sprintf("task %s (pod %s/%s container %s)", spec.ID, spec.PodNamespace, spec.PodName, spec.ContainerName)
+}
+
+// Start compiles (or finds compiled) the module and starts the task: for a
+// container with ports, once every listener is open.
+func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.TaskStatus, error) {
+	if spec.ID == "" {
+		return runtimes.TaskStatus{}, errors.New("start task: empty ID")
+	}
+	r.mu.Lock()
+	_, dup := r.tasks[spec.ID]
+	r.mu.Unlock()
+	if dup {
+		return runtimes.TaskStatus{}, fmt.Errorf("start %s: ID already in use", taskName(spec))
+	}
+	mod, err := r.load(ctx, spec.Image)
+	if err != nil {
+		return runtimes.TaskStatus{}, fmt.Errorf("start %s: %w", taskName(spec), err)
+	}
+	logf, err := openLog(spec.LogPath)
+	if err != nil {
+		return runtimes.TaskStatus{}, fmt.Errorf("start %s: open log: %w", taskName(spec), err)
+	}
+	limit := spec.MemoryLimitBytes
+	if limit <= 0 {
+		limit = r.cfg.DefaultMemoryLimitBytes
+	}
+	t := &task{spec: spec, log: logf, done: make(chan struct{}),
+		status: runtimes.TaskStatus{ID: spec.ID, State: runtimes.StateRunning, StartedAt: time.Now(), Spec: spec}}
+	if len(spec.Ports) > 0 {
+		err = t.startHTTP(mod, limit, r.cfg.MaxConcurrentRequests)
+	} else {
+		t.startCommand(mod, limit)
+	}
+	if err != nil {
+		logf.Close()
+		return runtimes.TaskStatus{}, fmt.Errorf("start %s: %w", taskName(spec), err)
+	}
+	r.mu.Lock()
+	if _, dup := r.tasks[spec.ID]; dup { // lost a race with the same ID
+		r.mu.Unlock()
+		t.kill()
+		<-t.done
+		logf.Close()
+		return runtimes.TaskStatus{}, fmt.Errorf("start %s: ID already in use", taskName(spec))
+	}
+	r.tasks[spec.ID] = t
+	r.mu.Unlock()
+	r.log.Info("task started", "task", spec.ID, "pod", spec.PodNamespace+"/"+spec.PodName,
+		"container", spec.ContainerName, "module", mod.Digest(), "ports", len(spec.Ports))
+	return t.snapshot(), nil
+}
+
+func (r *Runtime) get(id string) (*task, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("task %s: %w", id, runtimes.ErrNotFound)
+	}
+	return t, nil
+}
+
+// Wait blocks until the task exits or ctx ends.
+func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, error) {
+	t, err := r.get(id)
+	if err != nil {
+		return runtimes.TaskStatus{}, err
+	}
+	select {
+	case <-t.done:
+		return t.snapshot(), nil
+	case <-ctx.Done():
+		return runtimes.TaskStatus{}, fmt.Errorf("wait for task %s: %w", id, ctx.Err())
+	}
+}
+
+// Stop ends the task. A command task is closed at once whatever grace is:
+// WASI preview 1 has no signals, so a guest cannot be asked to exit, only
+// killed (exit code 137, reason Error). An HTTP task closes its listeners,
+// lets requests in flight finish for up to grace, then ends those left
+// (exit code 0, reason Completed). Stop returns once the task has exited
+// or ctx ends; stopping an exited task is a no-op.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	t, err := r.get(id)
+	if err != nil {
+		return err
+	}
+	t.stop(grace)
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop task %s: %w", id, ctx.Err())
+	}
+}
+
+// Inspect returns the task's current status.
+func (r *Runtime) Inspect(ctx context.Context, id string) (runtimes.TaskStatus, error) {
+	t, err := r.get(id)
+	if err != nil {
+		return runtimes.TaskStatus{}, err
+	}
+	return t.snapshot(), nil
+}
+
+// Remove forgets an exited task and closes its log.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	t, err := r.get(id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-t.done:
+	default:
+		return fmt.Errorf("remove task %s: still running", id)
+	}
+	r.mu.Lock()
+	delete(r.tasks, id)
+	r.mu.Unlock()
+	return t.log.Close()
+}
+
+// Recover returns no tasks: in-process tasks die with the agent.
+func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) { return nil, nil }
+
+// Close kills the tasks still running and closes the engine.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	tasks := make([]*task, 0, len(r.tasks))
+	for _, t := range r.tasks {
+		tasks = append(tasks, t)
+	}
+	r.tasks = map[string]*task{}
+	r.mu.Unlock()
+	for _, t := range tasks {
+		t.kill()
+	}
+	for _, t := range tasks {
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+		}
+		t.log.Close()
+	}
+	return r.engine.Close(ctx)
+}

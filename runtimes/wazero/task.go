@@ -1,0 +1,156 @@
+package wazero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/wasm"
+)
+
+// task is one running attempt of one container.
+type task struct {
+	spec runtimes.TaskSpec
+	log  *os.File
+	done chan struct{} // closed by finish
+
+	// command model
+	cancel context.CancelFunc
+
+	// HTTP model
+	handler *wasm.CGIHandler
+	servers []*http.Server
+
+	stopOnce sync.Once
+	mu       sync.Mutex
+	// status; mu must be held.
+	status  runtimes.TaskStatus
+	stopped bool // Stop or kill was called; mu must be held.
+}
+
+func (t *task) snapshot() runtimes.TaskStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.status
+	st.Ports = append([]runtimes.PortBinding(nil), st.Ports...)
+	return st
+}
+
+func (t *task) finish(st wasm.ExitStatus) {
+	t.mu.Lock()
+	t.status.State = runtimes.StateExited
+	t.status.ExitCode = st.ExitCode
+	t.status.Reason = st.Reason
+	t.status.Message = st.Message
+	if t.stopped && st.Reason == wasm.ReasonError && st.ExitCode == wasm.ExitCodeKilled {
+		t.status.Message = "stopped by the runtime (WASI guests get no signals, so they are closed at once)"
+	}
+	t.status.FinishedAt = time.Now()
+	t.mu.Unlock()
+	close(t.done)
+}
+
+// startCommand runs the module's _start as the container's process.
+func (t *task) startCommand(mod *wasm.Module, limit int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	go func() {
+		defer cancel()
+		st := mod.Run(ctx, wasm.CommandConfig{
+			Args:             argv(t.spec),
+			Env:              env(t.spec),
+			Stdout:           t.log,
+			Stderr:           t.log,
+			MemoryLimitBytes: limit,
+		})
+		t.finish(st)
+	}()
+}
+
+// startHTTP opens a listener per port and serves each with one CGIHandler
+// (so MaxConcurrent bounds the whole task). It returns once all listen.
+func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error {
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	var bindings []runtimes.PortBinding
+	for _, p := range t.spec.Ports {
+		if p.Protocol != "" && p.Protocol != "TCP" {
+			closeAll()
+			return fmt.Errorf("port %d/%s: the wasm HTTP model serves TCP only", p.ContainerPort, p.Protocol)
+		}
+		addr := net.JoinHostPort(p.HostIP, strconv.Itoa(int(p.HostPort)))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen for containerPort %d on %s: %w", p.ContainerPort, addr, err)
+		}
+		lns = append(lns, ln)
+		hostIP := p.HostIP
+		if hostIP == "" {
+			hostIP = "0.0.0.0"
+		}
+		bindings = append(bindings, runtimes.PortBinding{ContainerPort: p.ContainerPort, Protocol: "TCP",
+			HostIP: hostIP, HostPort: int32(ln.Addr().(*net.TCPAddr).Port)})
+	}
+	t.handler = mod.NewCGIHandler(wasm.HandlerConfig{
+		Args:             argv(t.spec),
+		Env:              env(t.spec),
+		Stderr:           t.log,
+		MemoryLimitBytes: limit,
+		MaxConcurrent:    maxConcurrent,
+	})
+	t.status.Ports = bindings
+	for _, ln := range lns {
+		srv := &http.Server{Handler: t.handler, ReadHeaderTimeout: 30 * time.Second}
+		t.servers = append(t.servers, srv)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintf(t.log, "orca: serve %s: %v\n", ln.Addr(), err)
+			}
+		}()
+	}
+	return nil
+}
+
+// stop ends the task (see Runtime.Stop); it returns at once, done is
+// closed when the task has ended.
+func (t *task) stop(grace time.Duration) {
+	t.stopOnce.Do(func() {
+		t.mu.Lock()
+		t.stopped = true
+		t.mu.Unlock()
+		if t.cancel != nil {
+			t.cancel()
+			return
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, srv := range t.servers {
+				wg.Add(1)
+				go func() { defer wg.Done(); _ = srv.Shutdown(ctx) }()
+			}
+			wg.Wait()
+			t.handler.Cancel()
+			for _, srv := range t.servers {
+				_ = srv.Close()
+			}
+			t.finish(wasm.ExitStatus{ExitCode: 0, Reason: wasm.ReasonCompleted})
+		}()
+	})
+}
+
+// kill ends the task without grace.
+func (t *task) kill() { t.stop(0) }
