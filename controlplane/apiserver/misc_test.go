@@ -270,3 +270,51 @@ func TestRunPortInUse(t *testing.T) {
 	}
 	_ = store.Pods
 }
+
+func TestPodLogFollowCancel(t *testing.T) {
+	e := newEnv(t)
+	p := podJSON("web")
+	p["spec"].(map[string]any)["nodeName"] = "edge-1"
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", p, nil)
+	cancelled := make(chan string, 1)
+	sub, err := e.nc.Subscribe(nodeapi.LogsSubject("edge-1"), func(m *nats.Msg) {
+		var req nodeapi.LogRequest
+		_ = jsonUnmarshal(m.Data, &req)
+		if !req.Follow {
+			t.Errorf("follow not passed: %+v", req)
+		}
+		if _, err := e.nc.Subscribe(req.CancelSubject, func(*nats.Msg) { cancelled <- req.Pod }); err != nil {
+			t.Error(err)
+		}
+		_ = e.nc.Flush()
+		_ = e.nc.Publish(m.Reply, []byte("first line\n"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_ = e.nc.Flush()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/v1/namespaces/default/pods/web/log?follow=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("first line\n"))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "first line\n" {
+		t.Fatalf("follow read %q: %v", buf, err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain" {
+		t.Errorf("content type %q", ct)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case pod := <-cancelled:
+		if pod != "web" {
+			t.Errorf("cancel for %q", pod)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no cancel message after the client left")
+	}
+}

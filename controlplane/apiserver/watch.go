@@ -56,6 +56,13 @@ func (s *Server) watch(c echo.Context, ri reqInfo, q url.Values) error {
 			defer cancel()
 		}
 	}
+	if rv == 0 {
+		// Start from the latest state: a list waits until the store's
+		// watch cache has applied every write acknowledged so far.
+		if _, _, err := s.st.List(ctx, ri.res, ri.namespace); err != nil {
+			return err
+		}
+	}
 	w, werr := s.st.Watch(ctx, ri.res, ri.namespace, rv)
 	if werr != nil && !apierrors.IsResourceExpired(werr) && !apierrors.IsGone(werr) {
 		return werr

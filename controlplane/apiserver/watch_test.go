@@ -120,6 +120,7 @@ func TestWatch(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		e.must(http.StatusOK, "PATCH", pods+"/a", "application/merge-patch+json", fmt.Sprintf(`{"metadata":{"labels":{"n":"%d"}}}`, i), nil)
 	}
+	e.must(http.StatusOK, "GET", pods, "", nil, nil) // a list waits until the watch cache has caught up
 	gone := e.openWatch(ctx, pods+"?watch=true&resourceVersion="+first.ResourceVersion)
 	select {
 	case ev := <-gone:
