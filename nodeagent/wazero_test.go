@@ -1,0 +1,105 @@
+package nodeagent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store"
+	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
+	"github.com/orca-edge/orca/wasm"
+	"github.com/orca-edge/orca/wasm/wasmtest"
+)
+
+// TestWasmPods runs the example guests through the agent on the real
+// wazero runtime: a WASI command job to completion (with its log over
+// NATS) and the CGI HTTP guest behind its host port with a readiness probe.
+func TestWasmPods(t *testing.T) {
+	guests, err := wasmtest.BuildGuests(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	ctx := context.Background()
+	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := modules.Push(ctx, name, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wz.Close(context.Background()) })
+	if _, err := e.s.Create(ctx, store.RuntimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}); err != nil {
+		t.Fatal(err)
+	}
+	e.agent("n1", nil, wz)
+	rc := "wasm"
+
+	job := simplePod("job", "job:v1", corev1.RestartPolicyNever)
+	job.Spec.RuntimeClassName = &rc
+	job.Spec.Containers[0].Args = []string{"a", "$(WHO)"}
+	job.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "WHO", Value: "orca"}, {Name: "PRINT_ENV", Value: "WHO"}}
+	e.pod("n1", job)
+	got := e.waitPod("default", "job", 60*time.Second, phaseIs(corev1.PodSucceeded))
+	if cs := cs0(got); cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 || !strings.HasPrefix(cs.ContainerID, "wasm://") {
+		t.Errorf("job status %+v", cs)
+	}
+	text, eof := openLogs(t, e, "n1", nodeapi.LogRequest{Namespace: "default", Pod: "job"}).readUntil(t, 5*time.Second, nil)
+	if !eof || !strings.Contains(text, "args=a,orca\n") || !strings.Contains(text, "hostname=job\n") || !strings.Contains(text, "WHO=orca\n") {
+		t.Errorf("job log %q", text)
+	}
+
+	web := simplePod("hello", "hello-wasm:v1", corev1.RestartPolicyAlways)
+	web.Spec.RuntimeClassName = &rc
+	web.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	web.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromString("http")}}, PeriodSeconds: 1}
+	e.pod("n1", web)
+	got = e.waitPod("default", "hello", 60*time.Second, func(p *corev1.Pod) error {
+		if podCondition(p, corev1.PodReady) != corev1.ConditionTrue {
+			return fmt.Errorf("phase %s status %+v", p.Status.Phase, cs0(p))
+		}
+		return nil
+	})
+	ports, _ := nodeapi.DecodeHostPorts(got.Annotations[nodeapi.AnnotationHostPorts])
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", ports[8080]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello from hello\n" {
+		t.Errorf("hello-wasm answered %q", body)
+	}
+
+	// Graceful deletion through the agent on the real runtime.
+	e.markDeleted("default", "hello", 5)
+	eventually(t, 10*time.Second, func() error {
+		if _, err := e.getPod("default", "hello"); err == nil {
+			return fmt.Errorf("pod still stored")
+		}
+		return nil
+	})
+}
