@@ -68,8 +68,10 @@ func (s *Server) bodyJSON(c echo.Context) ([]byte, error) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
 		}
 		return j, nil
+	case protobufMediaType:
+		return s.protobufToJSON(b)
 	default:
-		return nil, unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json, application/yaml", mt))
+		return nil, unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf", mt))
 	}
 }
 

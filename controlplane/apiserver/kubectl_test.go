@@ -154,6 +154,26 @@ spec:
 		t.Errorf("get pods -o wide:\n%s", out)
 	}
 
+	// Typed-client commands send protobuf bodies.
+	out = e.mustKubectl("", "create", "configmap", "cfg", "--from-literal=a=b")
+	if !strings.Contains(out, "configmap/cfg created") {
+		t.Errorf("create configmap: %s", out)
+	}
+	out = e.mustKubectl("", "create", "deployment", "typed", "--image=hello-wasm:v1")
+	if !strings.Contains(out, "deployment.apps/typed created") {
+		t.Errorf("create deployment: %s", out)
+	}
+	out = e.mustKubectl("", "get", "all")
+	for _, want := range []string{"pod/hello", "service/web", "deployment.apps/typed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get all: no %s in\n%s", want, out)
+		}
+	}
+	out = e.mustKubectl("", "describe", "pod", "hello")
+	if !strings.Contains(out, "Node:") || !strings.Contains(out, "edge-1") {
+		t.Errorf("describe pod:\n%s", out)
+	}
+
 	// Default validation (Strict) is done by the server.
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel0()

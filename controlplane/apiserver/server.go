@@ -26,6 +26,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -69,12 +70,12 @@ type Server struct {
 	e     *echo.Echo
 	log   *slog.Logger
 	alloc *allocator
+	pb    runtime.Decoder // protobuf request bodies
 
 	// resources maps "group/version/plural" to its descriptor.
 	resources map[string]store.Resource
 
-	// bootOnce makes Bootstrap idempotent per process.
-	bootMu sync.Mutex
+	bootMu sync.Mutex // serializes Bootstrap
 }
 
 // New validates cfg, applies defaults and returns a Server. It fails when
@@ -105,7 +106,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, resources: map[string]store.Resource{}}
+	pb, err := newProtobufDecoder()
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, resources: map[string]store.Resource{}}
 	for _, r := range store.All {
 		s.resources[r.APIVersion()+"/"+r.Plural] = r
 	}

@@ -1,0 +1,51 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+)
+
+// protobufMediaType is the Kubernetes protobuf envelope kubectl's typed
+// clients send (kubectl create deployment/configmap/secret, ...).
+const protobufMediaType = "application/vnd.kubernetes.protobuf"
+
+// newProtobufDecoder returns a decoder for request bodies in Kubernetes'
+// protobuf encoding of the kinds orca serves (plus Binding, Scale and
+// DeleteOptions). Responses are always JSON, which those clients accept.
+func newProtobufDecoder() (runtime.Decoder, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, nodev1.AddToScheme, autoscalingv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	metav1.AddToGroupVersion(scheme, corev1.SchemeGroupVersion)
+	return protobuf.NewSerializer(scheme, scheme), nil
+}
+
+// protobufToJSON decodes a protobuf body and re-encodes it as JSON, with
+// its apiVersion and kind.
+func (s *Server) protobufToJSON(data []byte) ([]byte, error) {
+	obj, gvk, err := s.pb.Decode(data, nil, nil)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not a valid protobuf object: %v", err))
+	}
+	if gvk != nil {
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return b, nil
+}
