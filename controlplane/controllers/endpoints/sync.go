@@ -196,12 +196,16 @@ func FindPort(pod *corev1.Pod, svcPort *corev1.ServicePort) (int32, error) {
 	switch {
 	case tp.Type == intstr.String && tp.StrVal != "":
 		proto := protocolOf(svcPort.Protocol)
-		for _, set := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-			for _, ctr := range set {
-				for _, p := range ctr.Ports {
-					if p.Name == tp.StrVal && protocolOf(p.Protocol) == proto {
-						return p.ContainerPort, nil
-					}
+		ctrs := append([]corev1.Container(nil), pod.Spec.Containers...)
+		for _, ic := range pod.Spec.InitContainers {
+			if ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				ctrs = append(ctrs, ic) // a sidecar: it keeps running
+			}
+		}
+		for _, ctr := range ctrs {
+			for _, p := range ctr.Ports {
+				if p.Name == tp.StrVal && protocolOf(p.Protocol) == proto {
+					return p.ContainerPort, nil
 				}
 			}
 		}

@@ -16,6 +16,8 @@ const ExpectationsTimeout = 30 * time.Second
 // some are pending, a burst of events does not make the controller create
 // or delete pods again.
 type expectations struct {
+	now func() time.Time // the clock; time.Now
+
 	mu sync.Mutex // guards m
 	m  map[string]*expectation
 }
@@ -25,7 +27,9 @@ type expectation struct {
 	at       time.Time
 }
 
-func newExpectations() *expectations { return &expectations{m: map[string]*expectation{}} }
+func newExpectations() *expectations {
+	return &expectations{now: time.Now, m: map[string]*expectation{}}
+}
 
 // satisfied reports whether key has no pending creations or deletions, or
 // its expectations are older than ExpectationsTimeout, or it has none.
@@ -36,14 +40,14 @@ func (e *expectations) satisfied(key string) bool {
 	if !ok {
 		return true
 	}
-	return (x.add <= 0 && x.del <= 0) || time.Since(x.at) > ExpectationsTimeout
+	return (x.add <= 0 && x.del <= 0) || e.now().Sub(x.at) > ExpectationsTimeout
 }
 
 // expect replaces key's expectations with add creations and del deletions.
 func (e *expectations) expect(key string, add, del int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.m[key] = &expectation{add: int64(add), del: int64(del), at: time.Now()}
+	e.m[key] = &expectation{add: int64(add), del: int64(del), at: e.now()}
 }
 
 // lower records add creations and del deletions as observed (or as never
