@@ -219,7 +219,7 @@ spec:
 		t.Errorf("delete -f:\n%s", out)
 	}
 	out = e.mustKubectl("", "get", "deployments,services")
-	if !strings.Contains(out, "No resources found") {
+	if strings.Contains(out, "deployment.apps/web") || strings.Contains(out, "service/web") {
 		t.Errorf("after delete:\n%s", out)
 	}
 }
