@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -114,4 +116,24 @@ func TestFinalizersAndOrphan(t *testing.T) {
 	ns.Spec.Finalizers = nil
 	e.must(http.StatusOK, "PUT", "/api/v1/namespaces/gone/finalize", "application/json", ns, nil)
 	e.must(http.StatusNotFound, "GET", "/api/v1/namespaces/gone", "", nil, nil)
+}
+
+func TestDeleteCollectionAndShutdown(t *testing.T) {
+	e := newEnv(t)
+	const cms = "/api/v1/namespaces/default/configmaps"
+	for _, n := range []string{"a", "b", "c"} {
+		e.must(http.StatusCreated, "POST", cms, "application/json", map[string]any{"metadata": map[string]any{"name": n, "labels": map[string]any{"keep": fmt.Sprint(n == "c")}}}, nil)
+	}
+	// A watch left open: Run's shutdown (in the env cleanup) must cut it.
+	_ = e.openWatch(context.Background(), cms+"?watch=true")
+	var deleted corev1.ConfigMapList
+	e.must(http.StatusOK, "DELETE", cms+"?labelSelector=keep%3Dfalse", "", nil, &deleted)
+	if len(deleted.Items) != 2 {
+		t.Errorf("deleted %d", len(deleted.Items))
+	}
+	var left corev1.ConfigMapList
+	e.must(http.StatusOK, "GET", cms, "", nil, &left)
+	if len(left.Items) != 1 || left.Items[0].Name != "c" {
+		t.Errorf("left %+v", left.Items)
+	}
 }
