@@ -253,7 +253,11 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// runs, and unblock its writes.
 	pr.CloseWithError(io.ErrClosedPipe)
 	cancel()
-	if st := <-done; st.Reason != ReasonCompleted {
+	st := <-done
+	switch {
+	case h.ctx.Err() != nil:
+		h.logf("%s %s: instance ended by Cancel: exit code %d, %s %s", r.Method, r.URL.Path, st.ExitCode, st.Reason, st.Message)
+	case st.Reason != ReasonCompleted:
 		h.logf("%s %s: instance ended: exit code %d, %s %s", r.Method, r.URL.Path, st.ExitCode, st.Reason, st.Message)
 	}
 }

@@ -7,7 +7,8 @@
 // and push it with `orca wasm push hello.wasm --name hello-wasm:v1`.
 //
 // GET any path answers "hello from <pod name>" (the HOSTNAME the runtime
-// sets) and the path. POST /echo answers the request body. /status/<code>
+// sets) and the path. POST /echo answers the request body (with ?log, it first logs
+// "echo: reading the body" to stderr). /status/<code>
 // answers with that status code. /headers echoes the request headers.
 package main
 
@@ -25,6 +26,9 @@ import (
 func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("log") {
+			fmt.Fprintln(os.Stderr, "echo: reading the body")
+		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		io.Copy(w, r.Body)
 	})
