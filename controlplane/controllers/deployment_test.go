@@ -188,6 +188,7 @@ func TestRecreateAndRevisionHistory(t *testing.T) {
 	for i, image := range []string{"app:v2", "app:v3"} {
 		d = update(t, s, store.Deployments, "default", "rec", func(d *appsv1.Deployment) {
 			d.Spec.Template.Spec.Containers[0].Image = image
+			metav1.SetMetaDataAnnotation(&d.ObjectMeta, "kubernetes.io/change-cause", "set image "+image)
 			d.Generation++
 		})
 		eventually(t, 10*time.Second, func() error {
@@ -219,6 +220,17 @@ func TestRecreateAndRevisionHistory(t *testing.T) {
 	})
 	if got := getDeployment(t, s, "rec").Annotations[deployment.RevisionAnnotation]; got != "3" {
 		t.Fatalf("revision %q, want 3", got)
+	}
+	newHash := deployment.ComputeHash(&d.Spec.Template, nil)
+	found := false
+	for _, rs := range ownedReplicaSets(t, s, d) {
+		found = found || rs.Name == "rec-"+newHash
+		if rs.Name == "rec-"+newHash && (rs.Annotations["kubernetes.io/change-cause"] != "set image app:v3" || rs.Annotations[deployment.RevisionAnnotation] != "3") {
+			t.Fatalf("new replicaset annotations %v", rs.Annotations)
+		}
+	}
+	if !found {
+		t.Fatalf("no replicaset rec-%s", newHash)
 	}
 }
 

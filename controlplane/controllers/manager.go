@@ -84,7 +84,7 @@ func New(cfg Config) (*Manager, error) {
 		{replicaset.Name, wrap(replicaset.New(s, rss, pods).Run)},
 		{deployment.Name, wrap(deployment.New(s, deployments, rss, pods).Run)},
 		{endpoints.Name, wrap(endpoints.New(s, services, pods, eps).Run)},
-		{nodelifecycle.Name, wrap(nodelifecycle.New(s, nodes, leases, cfg.NodeMonitorGracePeriod).Run)},
+		{nodelifecycle.Name, wrap(nodelifecycle.New(s, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
 		{gc.Name, wrap(gc.New(s, pods, rss, deployments, services, eps, leases, nodes, namespaces).Run)},
 		{namespace.Name, wrap(namespace.New(s, namespaces).Run)},
 	}

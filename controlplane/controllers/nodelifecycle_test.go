@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
 	"github.com/orca-edge/orca/controlplane/store"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -57,6 +58,11 @@ func TestNodeGoesUnknownWhenLeaseIsNotRenewed(t *testing.T) {
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &mt},
 	})
 
+	pod := newPod("on-edge-1", map[string]string{"app": "x"})
+	pod.Spec.NodeName = "edge-1"
+	create(t, s, store.Pods, pod)
+	markReady(t, s, "default", pod.Name, true, nil)
+
 	// While the lease is renewed (every 200 ms, grace 1 s) the node stays Ready.
 	start := time.Now()
 	for time.Since(start) < 2*time.Second {
@@ -75,6 +81,13 @@ func TestNodeGoesUnknownWhenLeaseIsNotRenewed(t *testing.T) {
 		}
 		if mem.Status != corev1.ConditionUnknown || !tainted {
 			return fmt.Errorf("memory pressure %+v tainted %v", mem, tainted)
+		}
+		o, err := s.Get(t.Context(), store.Pods, "default", pod.Name)
+		if err != nil {
+			return err
+		}
+		if ctrlutil.IsPodReady(o.(*corev1.Pod)) {
+			return fmt.Errorf("pod on the unreachable node still ready")
 		}
 		return nil
 	})

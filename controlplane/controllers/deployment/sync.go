@@ -89,21 +89,47 @@ func (c *Controller) getAllReplicaSets(ctx context.Context, d *appsv1.Deployment
 }
 
 // syncNewRS raises the new ReplicaSet's revision to newRevision when it is
-// behind (a rollback to an old template) and copies minReadySeconds.
+// behind (a rollback to an old template), copies d's annotations
+// (SetNewReplicaSetAnnotations) and minReadySeconds.
 func (c *Controller) syncNewRS(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, newRevision string) (*appsv1.ReplicaSet, error) {
 	want, _ := strconv.ParseInt(newRevision, 10, 64)
-	if revision(rs) >= want && rs.Spec.MinReadySeconds == d.Spec.MinReadySeconds {
-		return rs, nil
-	}
-	return c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
+	mutate := func(cur *appsv1.ReplicaSet) bool {
+		changed := copyAnnotations(d, cur)
 		if revision(cur) < want {
 			metav1.SetMetaDataAnnotation(&cur.ObjectMeta, RevisionAnnotation, newRevision)
+			changed = true
 		}
 		if cur.Spec.MinReadySeconds != d.Spec.MinReadySeconds {
 			cur.Spec.MinReadySeconds = d.Spec.MinReadySeconds
 			cur.Generation++
+			changed = true
 		}
-	})
+		return changed
+	}
+	if !mutate(rs.DeepCopy()) {
+		return rs, nil
+	}
+	return c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) { mutate(cur) })
+}
+
+// copyAnnotations copies d's annotations to rs, except those that belong
+// to the Deployment alone, as deploymentutil's
+// copyDeploymentAnnotationsToReplicaSet, and reports whether rs changed.
+func copyAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
+	changed := false
+	for k, v := range d.Annotations {
+		switch k {
+		case corev1.LastAppliedConfigAnnotation, RevisionAnnotation, "deployment.kubernetes.io/revision-history",
+			DesiredReplicasAnnotation, MaxReplicasAnnotation, "deprecated.deployment.rollback.to":
+			continue
+		}
+		if cur, ok := rs.Annotations[k]; ok && cur == v {
+			continue
+		}
+		metav1.SetMetaDataAnnotation(&rs.ObjectMeta, k, v)
+		changed = true
+	}
+	return changed
 }
 
 // createNewRS creates "<deployment>-<hash>". On a name collision with a
@@ -145,6 +171,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 			Template:        *tmpl,
 		},
 	}
+	copyAnnotations(d, rs)
 	ctrlutil.PrepareCreate(rs)
 	created, err := c.s.Create(ctx, store.ReplicaSets, rs)
 	if err == nil {

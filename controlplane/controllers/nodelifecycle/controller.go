@@ -3,7 +3,8 @@
 // stopped renewing its Lease (or, without a Lease, posting its Ready
 // heartbeat) for the grace period, and removes the taint when the agent
 // reports Ready again, as kube-controller-manager's NodeLifecycleController
-// (monitorNodeHealth; no eviction).
+// (monitorNodeHealth and MarkPodsNotReady, so that Endpoints stop routing to
+// the node's pods; no eviction).
 package nodelifecycle
 
 import (
@@ -34,6 +35,7 @@ type Controller struct {
 	s      *store.Store
 	nodes  *store.Informer
 	leases *store.Informer
+	pods   *store.Informer
 	grace  time.Duration
 	period time.Duration
 	queue  workqueue.TypedRateLimitingInterface[string]
@@ -53,16 +55,16 @@ type nodeHealth struct {
 	probe time.Time // local time it was first observed
 }
 
-// New returns a controller over the Nodes and Leases informers (the
+// New returns a controller over the Nodes, Leases and Pods informers (the
 // Leases informer may hold every namespace; only kube-node-lease is read).
 // grace <= 0 means DefaultGracePeriod. Nodes are checked every 5 s, or
 // every grace/8 when that is shorter.
-func New(s *store.Store, nodes, leases *store.Informer, grace time.Duration) *Controller {
+func New(s *store.Store, nodes, leases, pods *store.Informer, grace time.Duration) *Controller {
 	if grace <= 0 {
 		grace = DefaultGracePeriod
 	}
 	c := &Controller{
-		s: s, nodes: nodes, leases: leases, grace: grace,
+		s: s, nodes: nodes, leases: leases, pods: pods, grace: grace,
 		period: min(5*time.Second, max(grace/8, 10*time.Millisecond)),
 		queue:  ctrlutil.NewQueue(Name), now: time.Now, health: map[string]*nodeHealth{},
 	}

@@ -2,8 +2,10 @@ package nodelifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/store"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +45,42 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		}
 		return nil
 	}
-	return c.update(ctx, node, markUnknown)
+	if err := c.update(ctx, node, markUnknown); err != nil {
+		return err
+	}
+	return c.markPodsNotReady(ctx, node.Name)
+}
+
+// markPodsNotReady sets the Ready condition of the pods bound to node to
+// False, as the NodeLifecycleController's MarkPodsNotReady: their agent can
+// no longer vouch for them. The agent sets them Ready again when it is back.
+func (c *Controller) markPodsNotReady(ctx context.Context, node string) error {
+	var errs []error
+	for _, o := range c.pods.List("", nil) {
+		pod := o.(*corev1.Pod)
+		if pod.Spec.NodeName != node || !ctrlutil.IsPodReady(pod) {
+			continue
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			obj, err := c.s.Get(ctx, store.Pods, pod.Namespace, pod.Name)
+			if err != nil {
+				return err
+			}
+			cur := obj.(*corev1.Pod)
+			if cur.UID != pod.UID || cur.Spec.NodeName != node || !ctrlutil.IsPodReady(cur) {
+				return nil
+			}
+			rc := ctrlutil.GetPodReadyCondition(&cur.Status)
+			store.SetPodCondition(&cur.Status, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse,
+				Reason: "NodeUnreachable", Message: "Node " + node + " stopped posting status.", LastProbeTime: rc.LastProbeTime})
+			_, err = c.s.Update(ctx, store.Pods, cur)
+			return err
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("mark pod %s/%s on unreachable node %s not ready: %w", pod.Namespace, pod.Name, node, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stale reports whether node's agent has not been seen for the grace period.
