@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/orca-edge/orca/wasm"
+)
+
+// DefaultServer is the apiserver address orca talks to by default.
+const DefaultServer = "http://127.0.0.1:6443"
+
+// WasmModulesPath is the apiserver route a module is PUT to, followed by
+// the url-escaped "name:tag".
+const WasmModulesPath = "/apis/orca.dev/v1/wasmmodules/"
+
+func newWasmCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "wasm",
+		Short: "Manage WebAssembly modules",
+	}
+	cmd.AddCommand(newWasmPushCommand())
+	return cmd
+}
+
+type pushOptions struct {
+	name    string
+	server  string
+	natsURL string
+	timeout time.Duration
+}
+
+func newWasmPushCommand() *cobra.Command {
+	o := pushOptions{}
+	cmd := &cobra.Command{
+		Use:   "push FILE --name NAME[:TAG]",
+		Short: "Push a WASM module to the cluster's module store and print its digest",
+		Long: `Push a WASM module to the cluster's module store (the NATS Object Store
+bucket wasm-modules) under NAME[:TAG] and print its digest (sha256:<hex>).
+Pods then reference it as image NAME:TAG or NAME@<digest> with
+runtimeClassName: wasm.
+
+By default the module is PUT to the apiserver (--server); with --nats-url
+it is pushed straight into NATS.`,
+		Example: `  GOOS=wasip1 GOARCH=wasm go build -o hello.wasm ./examples/hello-wasm
+  orca wasm push hello.wasm --name hello-wasm:v1`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.name, "name", "", "module name and tag, e.g. hello-wasm:v1 (required; no tag means :latest)")
+	f.StringVar(&o.server, "server", DefaultServer, "orca apiserver URL")
+	f.StringVar(&o.natsURL, "nats-url", "", "push directly to this NATS server instead of the apiserver")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func (o *pushOptions) run(ctx context.Context, out io.Writer, file string) error {
+	if _, err := wasm.ParseRef(o.name); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if err := wasm.CheckBinary(data); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var digest string
+	if o.natsURL != "" {
+		digest, err = pushNATS(ctx, o.natsURL, o.name, data)
+	} else {
+		digest, err = pushHTTP(ctx, o.server, o.name, data)
+	}
+	if err != nil {
+		return fmt.Errorf("push %s as %s: %w", file, o.name, err)
+	}
+	fmt.Fprintln(out, digest)
+	return nil
+}
+
+func pushNATS(ctx context.Context, natsURL, name string, data []byte) (string, error) {
+	nc, err := nats.Connect(natsURL, nats.Name("orca wasm push"))
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	ms, err := wasm.NewModuleStore(ctx, js)
+	if err != nil {
+		return "", err
+	}
+	return ms.Push(ctx, name, bytes.NewReader(data))
+}
+
+// pushHTTP PUTs the module to the apiserver. The response is JSON with a
+// "digest" field, or the digest as plain text; an error response is a
+// Kubernetes Status whose message is reported.
+func pushHTTP(ctx context.Context, server, name string, data []byte) (string, error) {
+	u := strings.TrimRight(server, "/") + WasmModulesPath + url.PathEscape(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/wasm")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("PUT %s: read response: %w", u, err)
+	}
+	var reply struct {
+		Digest  string `json:"digest"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(body, &reply)
+	if resp.StatusCode/100 != 2 {
+		msg := reply.Message
+		if msg == "" {
+			msg = strings.TrimSpace(string(body))
+		}
+		return "", fmt.Errorf("PUT %s: %s: %s", u, resp.Status, msg)
+	}
+	digest := reply.Digest
+	if digest == "" {
+		digest = strings.TrimSpace(string(body))
+	}
+	if !wasm.ValidDigest(digest) {
+		return "", fmt.Errorf("PUT %s: response %q carries no digest", u, body)
+	}
+	return digest, nil
+}
