@@ -15,6 +15,7 @@ import (
 
 func TestEndpointsFollowPodsWithHostPorts(t *testing.T) {
 	s, _ := setup(t)
+	createNode(t, s, "edge-1")
 	a := create(t, s, store.Pods, newPod("a", map[string]string{"app": "api"}))
 	b := create(t, s, store.Pods, newPod("b", map[string]string{"app": "api"}))
 	create(t, s, store.Pods, newPod("c", map[string]string{"app": "api"})) // never gets an IP

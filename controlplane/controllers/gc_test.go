@@ -39,6 +39,7 @@ func TestDeletingDeploymentDeletesReplicaSetsAndPods(t *testing.T) {
 
 func TestBoundDependentPodOnlyGetsDeletionTimestamp(t *testing.T) {
 	s, _ := setup(t)
+	createNode(t, s, "edge-1")
 	ghost := types.UID(uuid.NewString())
 	pod := newPod("bound", map[string]string{"app": "bound"})
 	pod.Spec.NodeName = "edge-1"
@@ -138,4 +139,23 @@ func TestNamespaceDeletionDeletesContent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestPodsOfMissingNodeAreRemoved(t *testing.T) {
+	s, _ := setup(t)
+	createNode(t, s, "edge-1")
+	for _, node := range []string{"edge-1", "removed-node"} {
+		p := newPod("on-"+node, nil)
+		p.Spec.NodeName = node
+		create(t, s, store.Pods, p)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if _, err := s.Get(t.Context(), store.Pods, "default", "on-removed-node"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod of missing node still there (err %v)", err)
+		}
+		return nil
+	})
+	if _, err := s.Get(t.Context(), store.Pods, "default", "on-edge-1"); err != nil {
+		t.Fatalf("pod of existing node removed: %v", err)
+	}
 }

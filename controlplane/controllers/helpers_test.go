@@ -228,3 +228,9 @@ func rolledOut(t *testing.T, s *store.Store, name string, want int32) error {
 	}
 	return nil
 }
+
+// createNode creates a Node object, so that podgc keeps the pods bound to it.
+func createNode(t *testing.T, s *store.Store, name string) {
+	t.Helper()
+	create(t, s, store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/namespace"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
+	"github.com/orca-edge/orca/controlplane/controllers/podgc"
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -33,6 +34,8 @@ type Config struct {
 	Store *store.Store
 	// NodeMonitorGracePeriod is how long a node may go without renewing
 	// its Lease before its Ready condition becomes Unknown. Default 40 s.
+	// It is also how long a Node object must be missing before the pods
+	// bound to it are removed (podgc).
 	NodeMonitorGracePeriod time.Duration
 	// Workers is the number of workers per controller. Default 2
 	// (nodepods uses at least nodepods.MinWorkers).
@@ -87,6 +90,7 @@ func New(cfg Config) (*Manager, error) {
 		{nodelifecycle.Name, wrap(nodelifecycle.New(s, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
 		{gc.Name, wrap(gc.New(s, pods, rss, deployments, services, eps, leases, nodes, namespaces).Run)},
 		{namespace.Name, wrap(namespace.New(s, namespaces).Run)},
+		{podgc.Name, wrap(podgc.New(s, pods, nodes, cfg.NodeMonitorGracePeriod).Run)},
 	}
 	return m, nil
 }

@@ -31,6 +31,8 @@ func TestNodePodsProjection(t *testing.T) {
 	if err := s.Put(ctx, store.NodePods, store.NodePodKey("edge-9", "default", "stale"), stale); err != nil {
 		t.Fatal(err)
 	}
+	createNode(t, s, "edge-1")
+	createNode(t, s, "edge-2")
 	unbound := create(t, s, store.Pods, newPod("web", map[string]string{"app": "web"}))
 	startManager(t, s)
 
