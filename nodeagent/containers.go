@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,21 +182,14 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 	w.startProbes(c)
 }
 
-// imageID is the resolved image reference when the runtime reports a digest.
+// imageID is the image reference the runtime reports when it holds a
+// digest ("hello-wasm@sha256:..."); "" otherwise (TaskStatus has no
+// digest of its own).
 func imageID(st runtimes.TaskStatus) string {
-	if img := st.Spec.Image; img != "" && len(img) > 7 && (containsDigest(img)) {
-		return img
+	if strings.Contains(st.Spec.Image, "sha256:") {
+		return st.Spec.Image
 	}
 	return ""
-}
-
-func containsDigest(s string) bool {
-	for i := 0; i+7 <= len(s); i++ {
-		if s[i:i+7] == "sha256:" {
-			return true
-		}
-	}
-	return false
 }
 
 // watchTask waits for the task's exit and hands it to the worker.
@@ -296,9 +290,6 @@ func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 			w.onExit(c, results[i])
 		}
 		c.final = true
-		if c.term == nil && c.waiting != nil {
-			c.waiting = &corev1.ContainerStateWaiting{Reason: c.waiting.Reason, Message: c.waiting.Message}
-		}
 	}
 }
 

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -48,7 +51,8 @@ func (a *Agent) renewLease(ctx context.Context) error {
 		now := metav1.NewMicroTime(time.Now())
 		obj, err := a.cfg.Store.Get(ctx, store.Leases, LeaseNamespace, a.cfg.NodeName)
 		if apierrors.IsNotFound(err) {
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName}}
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName,
+				UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.Now()}}
 			a.setLease(ctx, l, now)
 			_, err = a.cfg.Store.Create(ctx, store.Leases, l)
 			if apierrors.IsAlreadyExists(err) {

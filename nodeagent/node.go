@@ -2,8 +2,10 @@ package nodeagent
 
 import (
 	"bufio"
+
 	"context"
 	"fmt"
+	"github.com/google/uuid"
 	"os"
 	"runtime"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
@@ -132,7 +135,9 @@ func (a *Agent) syncNode(ctx context.Context, labels bool) error {
 		now := metav1.Now()
 		obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName)
 		if apierrors.IsNotFound(err) {
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels()}}
+			// What the apiserver would set on create: the agent writes
+			// through the store.
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels(), UID: types.UID(uuid.NewString()), CreationTimestamp: now}}
 			a.setNodeStatus(n, now)
 			_, err = a.cfg.Store.Create(ctx, store.Nodes, n)
 			if apierrors.IsAlreadyExists(err) {

@@ -119,6 +119,13 @@ func TestLeaseRenewed(t *testing.T) {
 			return fmt.Errorf("lease spec %+v", l.Spec)
 		}
 		first = l.Spec.RenewTime.Time
+		n, err := getNode(e, "edge-2")
+		if err != nil {
+			return err
+		}
+		if n.UID == "" || n.CreationTimestamp.IsZero() || len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != n.UID || l.OwnerReferences[0].Kind != "Node" {
+			return fmt.Errorf("node uid %q created %v, lease owners %+v", n.UID, n.CreationTimestamp, l.OwnerReferences)
+		}
 		return nil
 	})
 	eventually(t, 3*time.Second, func() error {

@@ -184,7 +184,6 @@ func (w *podWorker) applyStatus(pod *corev1.Pod) {
 		}
 	}
 	merged := next
-	merged.Conditions = next.Conditions
 	for _, c := range conds {
 		// keep the old lastTransitionTime when the status did not move
 		tmp := corev1.PodStatus{Conditions: old.Conditions}

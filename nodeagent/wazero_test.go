@@ -27,6 +27,8 @@ import (
 // TestWasmPods runs the example guests through the agent on the real
 // wazero runtime: a WASI command job to completion (with its log over
 // NATS) and the CGI HTTP guest behind its host port with a readiness probe.
+// The first start of each guest compiles it (seconds; about 20 s under
+// -race), hence the long waits.
 func TestWasmPods(t *testing.T) {
 	guests, err := wasmtest.BuildGuests(t.TempDir())
 	if err != nil {
@@ -63,7 +65,7 @@ func TestWasmPods(t *testing.T) {
 	job.Spec.Containers[0].Args = []string{"a", "$(WHO)"}
 	job.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "WHO", Value: "orca"}, {Name: "PRINT_ENV", Value: "WHO"}}
 	e.pod("n1", job)
-	got := e.waitPod("default", "job", 60*time.Second, phaseIs(corev1.PodSucceeded))
+	got := e.waitPod("default", "job", 3*time.Minute, phaseIs(corev1.PodSucceeded))
 	if cs := cs0(got); cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 || !strings.HasPrefix(cs.ContainerID, "wasm://") {
 		t.Errorf("job status %+v", cs)
 	}
@@ -77,7 +79,7 @@ func TestWasmPods(t *testing.T) {
 	web.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
 	web.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromString("http")}}, PeriodSeconds: 1}
 	e.pod("n1", web)
-	got = e.waitPod("default", "hello", 60*time.Second, func(p *corev1.Pod) error {
+	got = e.waitPod("default", "hello", 3*time.Minute, func(p *corev1.Pod) error {
 		if podCondition(p, corev1.PodReady) != corev1.ConditionTrue {
 			return fmt.Errorf("phase %s status %+v", p.Status.Phase, cs0(p))
 		}

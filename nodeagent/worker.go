@@ -27,19 +27,18 @@ type podWorker struct {
 	events   chan workerEvent
 	ctx      context.Context // worker-scoped; ends when the worker ends
 
-	uid        types.UID
-	pod        *corev1.Pod // latest projected pod; shared, do not modify
-	rt         runtimes.Runtime
-	rtReason   string // why no runtime could be resolved ("" = resolved)
-	rtMessage  string
-	init       []*container
-	regular    []*container
-	startTime  metav1.Time
-	hostPorts  map[int32]int32 // containerPort -> node port, last known
-	terminal   corev1.PodPhase // Succeeded or Failed once the pod ended
-	restored   bool            // terminal phase read back from the store: never rewrite it
-	nextSync   time.Time       // earliest pending timer ("" = none)
-	deleteTrys int
+	uid       types.UID
+	pod       *corev1.Pod // latest projected pod; shared, do not modify
+	rt        runtimes.Runtime
+	rtReason  string // why no runtime could be resolved ("" = resolved)
+	rtMessage string
+	init      []*container
+	regular   []*container
+	startTime metav1.Time
+	hostPorts map[int32]int32 // containerPort -> node port, last known
+	terminal  corev1.PodPhase // Succeeded or Failed once the pod ended
+	restored  bool            // terminal phase read back from the store: never rewrite it
+	nextSync  time.Time       // earliest pending timer ("" = none)
 }
 
 // workerEvent is a task exit or a probe result of one container's task.
