@@ -200,6 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	a.pods.stopOrphans(ctx)
+	a.removeOrphanLogs()
 
 	sub, err := a.serveLogs(ctx)
 	if err != nil {

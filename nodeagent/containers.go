@@ -106,7 +106,7 @@ func (c *container) adopt(w *podWorker, t adoptedTask) {
 
 // logPath is <DataDir>/pods/<ns>_<name>_<uid>/<container>/<attempt>.log.
 func (w *podWorker) logPath(containerName string, attempt int) string {
-	return filepath.Join(w.a.podsDir(), w.ns+"_"+w.name+"_"+string(w.uid), containerName, strconv.Itoa(attempt)+".log")
+	return filepath.Join(w.a.podLogDir(w.ns, w.name, w.uid), containerName, strconv.Itoa(attempt)+".log")
 }
 
 // startContainer starts the next attempt of c unless it is backing off

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 )
@@ -127,7 +128,7 @@ func (a *Agent) logFile(req nodeapi.LogRequest) (string, error) {
 	if !hasContainer(pod, name) {
 		return "", &logError{404, fmt.Sprintf("container %s is not valid for pod %s", name, pod.Name)}
 	}
-	dir := filepath.Join(a.podsDir(), pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name)
+	dir := filepath.Join(a.podLogDir(pod.Namespace, pod.Name, pod.UID), name)
 	attempts := logAttempts(dir)
 	switch {
 	case req.Previous && len(attempts) < 2:
@@ -147,6 +148,28 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 		}
 	}
 	return false
+}
+
+// podLogDir is <DataDir>/pods/<ns>_<name>_<uid>.
+func (a *Agent) podLogDir(ns, name string, uid types.UID) string {
+	return filepath.Join(a.podsDir(), ns+"_"+name+"_"+string(uid))
+}
+
+// removeOrphanLogs removes the log directories of pods no longer on the
+// node (deleted while the agent was down).
+func (a *Agent) removeOrphanLogs() {
+	live := map[string]bool{}
+	for _, o := range a.nodePods.List("", nil) {
+		live[filepath.Base(a.podLogDir(o.GetNamespace(), o.GetName(), o.GetUID()))] = true
+	}
+	ents, _ := os.ReadDir(a.podsDir())
+	for _, e := range ents {
+		if e.IsDir() && !live[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(a.podsDir(), e.Name())); err != nil {
+				a.log.Warn("remove logs of a pod no longer on this node", "dir", e.Name(), "err", err)
+			}
+		}
+	}
 }
 
 // logAttempts returns the attempt numbers of the "<n>.log" files in dir, ascending.

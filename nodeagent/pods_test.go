@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -177,7 +178,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 func TestGracefulDeletion(t *testing.T) {
 	e := newEnv(t)
 	rt := testruntime.New("runc")
-	e.agent("n1", nil, rt)
+	a, _ := e.agent("n1", nil, rt)
 	for _, name := range []string{"polite", "stubborn"} {
 		e.pod("n1", simplePod(name, map[string]string{"polite": "sleep", "stubborn": "stubborn"}[name], corev1.RestartPolicyAlways))
 		e.waitPod("default", name, 5*time.Second, phaseIs(corev1.PodRunning))
@@ -204,6 +205,10 @@ func TestGracefulDeletion(t *testing.T) {
 	eventually(t, 2*time.Second, func() error {
 		if ts := rt.Tasks(); len(ts) != 0 {
 			return fmt.Errorf("tasks left: %v", ts)
+		}
+		// the pods' logs go with them
+		if ents, _ := os.ReadDir(a.podsDir()); len(ents) != 0 {
+			return fmt.Errorf("log dirs left: %v", ents)
 		}
 		return nil
 	})

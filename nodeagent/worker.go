@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +76,9 @@ func (w *podWorker) run(ctx context.Context) {
 	wctx, cancel := context.WithCancel(ctx)
 	w.ctx = wctx
 	defer func() {
+		if ctx.Err() == nil {
+			w.forget()
+		}
 		cancel()
 		w.m.done(w)
 	}()
@@ -115,6 +119,7 @@ func (w *podWorker) sync(ctx context.Context) bool {
 	if pod.UID != w.uid {
 		if w.uid != "" {
 			w.killAll(ctx, 0)
+			w.forget()
 		}
 		w.setup(pod)
 	}
@@ -164,6 +169,23 @@ func (w *podWorker) container(name string) *container {
 
 func (w *podWorker) all() []*container {
 	return append(append([]*container{}, w.init...), w.regular...)
+}
+
+// forget drops what the node keeps for the worker's pod once it is gone:
+// its back-off entries and its log directory (as the kubelet's container
+// garbage collection removes a deleted pod's logs).
+func (w *podWorker) forget() {
+	if w.uid == "" {
+		return
+	}
+	for _, c := range w.all() {
+		key := string(w.uid) + "_" + c.name
+		w.m.backoff.DeleteEntry(key)
+		w.m.backoff.DeleteEntry(key + "_start")
+	}
+	if err := os.RemoveAll(w.a.podLogDir(w.ns, w.name, w.uid)); err != nil {
+		w.a.log.Warn("remove pod logs", "pod", w.key(), "err", err)
+	}
 }
 
 // setup starts tracking pod: containers are restored from the status a
