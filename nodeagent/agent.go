@@ -79,8 +79,9 @@ type Agent struct {
 	rcs      *store.Informer
 	proxy    *proxy.Proxy
 
-	pods *podManager
-	logs *liveLogs
+	pods     *podManager
+	logs     *liveLogs
+	recorder *recorder
 
 	readyOnce sync.Once
 	ready     chan struct{}
@@ -136,6 +137,7 @@ func New(cfg Config) (*Agent, error) {
 	a.nodePods = store.NewInformer(cfg.Store, store.NodePods, store.WithFilter(store.EncodeName(cfg.NodeName)+".>"))
 	a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
 	a.logs = newLiveLogs()
+	a.recorder = newRecorder(cfg.Store, cfg.NodeName)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
 		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, Logger: a.log})
@@ -170,6 +172,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f() }()
 	}
+	goRun(func() { a.recorder.run(ctx) })
 	goRun(func() { a.leaseLoop(ctx) })
 	goRun(func() { a.nodeStatusLoop(ctx) })
 	if a.proxy != nil {

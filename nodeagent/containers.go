@@ -121,6 +121,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 			c.waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d, c.name, w.name, w.ns, w.uid)}
 			w.after(finished.Add(d))
+			w.event(c, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.name, w.name, w.ns, w.uid))
 			return
 		}
 		w.m.backoff.Next(key, finished)
@@ -140,6 +141,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		w.m.backoff.Next(startKey, c.startFailAt)
 		w.after(c.startFailAt.Add(w.m.backoff.Get(startKey)))
 		w.a.log.Warn("start container failed", "pod", w.key(), "container", c.name, "reason", reason, "err", err)
+		w.event(c, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 	}
 	spec, err := w.taskSpec(ctx, c, attempt)
 	if err != nil {
@@ -177,6 +179,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		w.hostPorts[b.ContainerPort] = b.HostPort
 	}
 	w.a.log.Info("container started", "pod", w.key(), "container", c.name, "task", spec.ID, "runtime", w.rt.Handler())
+	w.event(c, corev1.EventTypeNormal, "Started", "Started container "+c.name)
 	w.a.logs.started(spec.LogPath)
 	w.watchTask(c, w.rt, spec.ID, spec.LogPath)
 	w.startProbes(c)
@@ -252,6 +255,13 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 	w.a.log.Info("container exited", "pod", w.key(), "container", c.name, "exitCode", st.ExitCode, "reason", reason)
 }
 
+// event records an Event about container c of the pod.
+func (w *podWorker) event(c *container, typ, reason, msg string) {
+	if w.pod != nil {
+		w.a.recorder.event(w.pod, c.name, typ, reason, msg)
+	}
+}
+
 // containerID is "<handler>://<task id>" ("wasm://default_web_..._0").
 func containerID(rt runtimes.Runtime, id string) string {
 	if rt == nil || id == "" {
@@ -270,6 +280,7 @@ func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 		if !c.running {
 			continue
 		}
+		w.event(c, corev1.EventTypeNormal, "Killing", "Stopping container "+c.name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

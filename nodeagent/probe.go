@@ -27,7 +27,7 @@ const (
 type probeResult struct {
 	kind probeKind
 	ok   bool
-	msg  string
+	msg  string // failure detail; "unsupported" for exec and gRPC probes
 }
 
 // startProbes starts c's readiness and liveness probers for its current
@@ -49,9 +49,16 @@ func (w *podWorker) startProbes(c *container) {
 // flag; a failed liveness probe stops the task with the pod's grace period
 // (it is then restarted per restartPolicy), as the kubelet.
 func (w *podWorker) onProbe(c *container, r probeResult) {
+	if r.msg == "unsupported" {
+		w.event(c, corev1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("%s probe of container %s: only httpGet and tcpSocket probes are supported; exec and grpc are not", r.kind, c.name))
+		return
+	}
 	switch r.kind {
 	case readiness:
 		c.ready = r.ok
+		if !r.ok {
+			w.event(c, corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: "+r.msg)
+		}
 	case liveness:
 		if r.ok || c.killing {
 			return
@@ -62,6 +69,8 @@ func (w *podWorker) onProbe(c *container, r probeResult) {
 			grace = time.Duration(*s) * time.Second
 		}
 		w.a.log.Info("container failed liveness probe, will be restarted", "pod", w.key(), "container", c.name, "msg", r.msg)
+		w.event(c, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: "+r.msg)
+		w.event(c, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", c.name))
 		rt, id := w.rt, c.task
 		go func() {
 			if err := rt.Stop(context.WithoutCancel(w.ctx), id, grace); err != nil {
@@ -124,6 +133,11 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 	}
 	if p.HTTPGet == nil && p.TCPSocket == nil {
 		w.a.log.Warn("probe type not supported (only httpGet and tcpSocket)", "pod", w.key(), "container", name, "probe", kind)
+		r := probeResult{kind: kind, ok: kind == liveness, msg: "unsupported"}
+		select {
+		case w.events <- workerEvent{container: name, task: task, probe: &r}:
+		case <-ctx.Done():
+		}
 		return
 	}
 	select {
