@@ -2,10 +2,9 @@
 // kube-proxy orca needs: for every Service port it listens on the Service's
 // ClusterIP (127.96.0.0/16, local on Linux without configuration) and, for
 // NodePort and LoadBalancer Services, on the node's address at the
-// nodePort; each new TCP connection goes to the next ready endpoint of the
-// Endpoints object, round-robin, on any node.
-//
-// Only TCP is proxied; UDP Service ports are skipped (logged).
+// nodePort; each new TCP connection (or UDP flow, see udp.go) goes to the
+// next ready endpoint of the Endpoints object, round-robin, on any node.
+// SCTP ports are skipped.
 package proxy
 
 import (
@@ -57,15 +56,29 @@ type Proxy struct {
 // servicePort is one port of one Service: its listeners and backends.
 type servicePort struct {
 	key       string
+	protocol  corev1.Protocol          // TCP or UDP
 	backends  atomic.Pointer[[]string] // "ip:port" of ready endpoints
 	next      atomic.Uint64
-	listeners map[string]net.Listener // listen address -> listener; Proxy.mu
+	listeners map[string]io.Closer // listen address -> net.Listener or net.PacketConn; Proxy.mu
+}
+
+// pick returns the backends starting at the next round-robin position.
+func (sp *servicePort) pick() []string {
+	bp := sp.backends.Load()
+	if bp == nil || len(*bp) == 0 {
+		return nil
+	}
+	b := *bp
+	start := int((sp.next.Add(1) - 1) % uint64(len(b)))
+	return append(append([]string{}, b[start:]...), b[:start]...)
 }
 
 // Listener describes one open listener, for tests and diagnostics.
 type Listener struct {
 	// Service is "namespace/name", Port the Service port's name.
 	Service, Port string
+	// Protocol is "TCP" or "UDP".
+	Protocol corev1.Protocol
 	// Addr is the bound address ("127.96.0.10:80").
 	Addr string
 }
@@ -99,7 +112,7 @@ func (p *Proxy) Listeners() []Listener {
 	for _, sp := range p.ports {
 		svc, port := splitPortKey(sp.key)
 		for addr := range sp.listeners {
-			out = append(out, Listener{Service: svc, Port: port, Addr: addr})
+			out = append(out, Listener{Service: svc, Port: port, Protocol: sp.protocol, Addr: addr})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
@@ -166,8 +179,9 @@ func splitPortKey(k string) (svc, port string) {
 // sync converges the listeners and backends of Service key ("ns/name").
 func (p *Proxy) sync(ctx context.Context, key string) error {
 	ns, name := splitNamespaced(key)
-	want := map[string]map[string]bool{} // port key -> listen addresses
-	backends := map[string][]string{}    // port key -> endpoints
+	want := map[string]map[string]bool{}      // port key -> listen addresses
+	protocols := map[string]corev1.Protocol{} // port key -> protocol
+	backends := map[string][]string{}         // port key -> endpoints
 	if obj, ok := p.services.Get(ns, name); ok {
 		svc := obj.(*corev1.Service)
 		var ep *corev1.Endpoints
@@ -175,11 +189,16 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 			ep = o.(*corev1.Endpoints)
 		}
 		for _, sp := range svc.Spec.Ports {
-			if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
-				p.log.Debug("service port skipped: only TCP is proxied", "service", key, "port", sp.Name, "protocol", sp.Protocol)
+			proto := sp.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
+				p.log.Debug("service port skipped: only TCP and UDP are proxied", "service", key, "port", sp.Name, "protocol", sp.Protocol)
 				continue
 			}
 			pk := portKey(key, sp.Name)
+			protocols[pk] = proto
 			addrs := map[string]bool{}
 			if ip := svc.Spec.ClusterIP; p.cfg.BindClusterIPs && ip != "" && ip != corev1.ClusterIPNone {
 				addrs[net.JoinHostPort(ip, strconv.Itoa(int(sp.Port)))] = true
@@ -188,7 +207,7 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				addrs[net.JoinHostPort(p.cfg.NodePortAddress, strconv.Itoa(int(sp.NodePort)))] = true
 			}
 			want[pk] = addrs
-			backends[pk] = endpointsFor(ep, sp)
+			backends[pk] = endpointsFor(ep, sp.Name, proto)
 		}
 	}
 
@@ -209,8 +228,15 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	}
 	for pk, addrs := range want {
 		sp, ok := p.ports[pk]
+		if ok && sp.protocol != protocols[pk] {
+			for a, l := range sp.listeners {
+				l.Close()
+				delete(sp.listeners, a)
+			}
+			ok = false
+		}
 		if !ok {
-			sp = &servicePort{key: pk, listeners: map[string]net.Listener{}}
+			sp = &servicePort{key: pk, protocol: protocols[pk], listeners: map[string]io.Closer{}}
 			p.ports[pk] = sp
 		}
 		b := backends[pk]
@@ -225,14 +251,24 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 			if _, ok := sp.listeners[a]; ok {
 				continue
 			}
-			l, err := net.Listen("tcp", a)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("service %s port %q: listen on %s: %w", key, sp.key, a, err))
-				continue
+			if sp.protocol == corev1.ProtocolUDP {
+				pc, err := net.ListenPacket("udp", a)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("service %s port %q: listen on udp %s: %w", key, sp.key, a, err))
+					continue
+				}
+				sp.listeners[a] = pc
+				go p.serveUDP(pc, sp)
+			} else {
+				l, err := net.Listen("tcp", a)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("service %s port %q: listen on %s: %w", key, sp.key, a, err))
+					continue
+				}
+				sp.listeners[a] = l
+				go p.serve(ctx, l, sp)
 			}
-			sp.listeners[a] = l
-			p.log.Info("proxying service port", "service", key, "port", sp.key, "addr", a)
-			go p.serve(ctx, l, sp)
+			p.log.Info("proxying service port", "service", key, "port", sp.key, "protocol", sp.protocol, "addr", a)
 		}
 	}
 	return errors.Join(errs...)
@@ -250,17 +286,18 @@ func splitNamespaced(key string) (ns, name string) {
 // endpointsFor returns the ready "ip:port" endpoints of service port sp:
 // the subset ports of the same name (an unnamed single port is named ""),
 // as kube-proxy matches them.
-func endpointsFor(ep *corev1.Endpoints, sp corev1.ServicePort) []string {
+func endpointsFor(ep *corev1.Endpoints, portName string, proto corev1.Protocol) []string {
 	if ep == nil {
 		return nil
 	}
 	var out []string
 	for _, ss := range ep.Subsets {
 		for _, port := range ss.Ports {
-			if port.Name != sp.Name {
-				continue
+			pp := port.Protocol
+			if pp == "" {
+				pp = corev1.ProtocolTCP
 			}
-			if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
+			if port.Name != portName || pp != proto {
 				continue
 			}
 			for _, a := range ss.Addresses {
@@ -287,16 +324,8 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort) {
 // direction's write side when its source ends. Without endpoints (or when
 // every dial fails) c is closed at once.
 func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort) {
-	bp := sp.backends.Load()
-	if bp == nil || len(*bp) == 0 {
-		c.Close()
-		return
-	}
-	backends := *bp
-	start := sp.next.Add(1) - 1
 	var up net.Conn
-	for i := range backends {
-		addr := backends[(start+uint64(i))%uint64(len(backends))]
+	for _, addr := range sp.pick() {
 		d := net.Dialer{Timeout: p.cfg.DialTimeout}
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {

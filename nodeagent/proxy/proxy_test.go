@@ -310,3 +310,82 @@ func TestNodePortAndPortRemoval(t *testing.T) {
 		t.Errorf("nodePort after port removal: %q, %v", name, err)
 	}
 }
+
+// udpBackend answers each datagram with "<name>:<datagram>".
+func udpBackend(t *testing.T, name string) backendAddr {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(name+":"+string(buf[:n])), from)
+		}
+	}()
+	a := pc.LocalAddr().(*net.UDPAddr)
+	return backendAddr{a.IP.String(), int32(a.Port)}
+}
+
+func udpAsk(addr, msg string) (string, error) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := make([]byte, 2048)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+func TestUDP(t *testing.T) {
+	s := newStore(t)
+	startProxy(t, s, "")
+	clusterIP := "127.96.5.5"
+	pc, err := net.ListenPacket("udp", clusterIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int32(pc.LocalAddr().(*net.UDPAddr).Port)
+	pc.Close()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dns"},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{{Name: "dns", Port: port, Protocol: corev1.ProtocolUDP}}}}
+	if _, err := s.Create(context.Background(), store.Services, svc); err != nil {
+		t.Fatal(err)
+	}
+	a, b := udpBackend(t, "a"), udpBackend(t, "b")
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dns"}}
+	for _, x := range []backendAddr{a, b} {
+		ep.Subsets = append(ep.Subsets, corev1.EndpointSubset{Addresses: []corev1.EndpointAddress{{IP: x.ip}},
+			Ports: []corev1.EndpointPort{{Name: "dns", Port: x.port, Protocol: corev1.ProtocolUDP}}})
+	}
+	if _, err := s.Create(context.Background(), store.Endpoints, ep); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(clusterIP, strconv.Itoa(int(port)))
+	eventually(t, 3*time.Second, func() error { _, err := udpAsk(addr, "hi"); return err })
+	seen := map[string]int{}
+	for i := 0; i < 4; i++ {
+		got, err := udpAsk(addr, "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got]++
+	}
+	if seen["a:q"] != 2 || seen["b:q"] != 2 {
+		t.Errorf("udp flows over 2 endpoints: %v", seen)
+	}
+}
