@@ -165,6 +165,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("nodeagent: node %s: data dir: %w", a.cfg.NodeName, err)
 	}
 	if err := a.registerNode(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the node could register
+		}
 		return err
 	}
 	var wg sync.WaitGroup
