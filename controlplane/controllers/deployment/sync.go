@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -22,9 +24,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	d := obj.(*appsv1.Deployment).DeepCopy()
+	// The apiserver rejects these; never select every ReplicaSet, nor
+	// create ones whose pods the selector misses.
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil || sel.Empty() {
-		return nil // the apiserver rejects these; never select every ReplicaSet
+	if d.Spec.Selector == nil || err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		slog.Warn("deployment: ignoring deployment with an invalid selector", "deployment", key, "selector", d.Spec.Selector, "err", err)
+		return nil
 	}
 	claimed, err := ctrlutil.Claim(ctx, c.s, store.ReplicaSets, d, controllerKind, sel, c.rss.List(ns, nil))
 	if err != nil {

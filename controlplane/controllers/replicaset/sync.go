@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -27,9 +28,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	rs := obj.(*appsv1.ReplicaSet)
+	// The apiserver rejects a missing, empty or invalid selector and one
+	// that does not match the template's labels; written to the store
+	// directly they would select every pod or none of the pods created.
 	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil || sel.Empty() {
-		return nil // invalid or empty selector: the apiserver rejects these; never select every pod
+	if rs.Spec.Selector == nil || err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Spec.Template.Labels)) {
+		slog.Warn("replicaset: ignoring replicaset with an invalid selector", "replicaset", key, "selector", rs.Spec.Selector, "err", err)
+		return nil
 	}
 	needsSync := c.exp.satisfied(key)
 
