@@ -379,7 +379,7 @@ func TestInitContainers(t *testing.T) {
 	f.Spec.InitContainers = []corev1.Container{{Name: "first", Image: "exit:4"}}
 	e.pod("n1", f)
 	got = e.waitPod("default", "initfails", 5*time.Second, phaseIs(corev1.PodFailed))
-	if got.Status.ContainerStatuses[0].State.Waiting == nil {
+	if w := got.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "PodInitializing" {
 		t.Errorf("main container should never start: %+v", got.Status.ContainerStatuses[0])
 	}
 }

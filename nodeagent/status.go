@@ -143,6 +143,13 @@ func (w *podWorker) podStatus() corev1.PodStatus {
 		}
 	}
 	initialized := len(notInit) == 0
+	if !initialized {
+		for i := range st.ContainerStatuses {
+			if w := st.ContainerStatuses[i].State.Waiting; w != nil && w.Reason == "ContainerCreating" {
+				w.Reason = "PodInitializing" // as the kubelet, while init containers run
+			}
+		}
+	}
 	st.Conditions = append(st.Conditions, cond(corev1.PodInitialized, initialized, "ContainersNotInitialized",
 		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))))
 
