@@ -475,3 +475,53 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentRestartAdoptsTasks: with a runtime whose tasks outlive the
+// agent (Recover returns them), a new agent adopts running tasks instead
+// of restarting them, and stops the tasks of pods deleted meanwhile.
+func TestAgentRestartAdoptsTasks(t *testing.T) {
+	e := newEnv(t)
+	rt := testruntime.NewPersistent("runc")
+	_, stop := e.agent("n1", nil, rt)
+	p := simplePod("kept", "echo-http", corev1.RestartPolicyAlways)
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
+	e.pod("n1", p)
+	e.pod("n1", simplePod("dropped", "sleep", corev1.RestartPolicyAlways))
+	before := e.waitPod("default", "kept", 5*time.Second, phaseIs(corev1.PodRunning))
+	e.waitPod("default", "dropped", 5*time.Second, phaseIs(corev1.PodRunning))
+	stop()
+	// deleted while the agent is down
+	if _, err := e.s.Delete(context.Background(), store.Pods, "default", "dropped", ""); err != nil {
+		t.Fatal(err)
+	}
+	starts := rt.Starts()
+
+	e.agent("n1", nil, rt)
+	eventually(t, 3*time.Second, func() error {
+		if ids := rt.Tasks(); len(ids) != 1 || !strings.Contains(ids[0], "_kept_") {
+			return fmt.Errorf("tasks %v, want only kept's", ids)
+		}
+		return nil
+	})
+	got, _ := e.getPod("default", "kept")
+	if cs0(got).RestartCount != 0 || cs0(got).ContainerID != cs0(before).ContainerID || rt.Starts() != starts {
+		t.Errorf("adopted pod restarted: %+v (starts %d -> %d)", cs0(got), starts, rt.Starts())
+	}
+	ports, _ := nodeapi.DecodeHostPorts(got.Annotations[nodeapi.AnnotationHostPorts])
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", ports[8080]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// The adopted task is stopped on deletion like any other.
+	e.markDeleted("default", "kept", 1)
+	eventually(t, 5*time.Second, func() error {
+		if ids := rt.Tasks(); len(ids) != 0 {
+			return fmt.Errorf("tasks %v", ids)
+		}
+		if _, err := e.getPod("default", "kept"); err == nil {
+			return fmt.Errorf("pod still stored")
+		}
+		return nil
+	})
+}

@@ -37,7 +37,8 @@ import (
 
 // Runtime is the test runtime. It is safe for concurrent use.
 type Runtime struct {
-	handler string
+	handler    string
+	persistent bool
 
 	mu     sync.Mutex // guards tasks and starts
 	tasks  map[string]*task
@@ -47,7 +48,15 @@ type Runtime struct {
 var _ runtimes.Runtime = (*Runtime)(nil)
 
 // New returns a runtime serving the RuntimeClass handler h ("wasm", "runc").
+// Its Recover returns no tasks, as an in-process runtime's.
 func New(h string) *Runtime { return &Runtime{handler: h, tasks: map[string]*task{}} }
+
+// NewPersistent returns a runtime whose tasks outlive an agent, as
+// containerd's do: Recover returns every task not removed, so an agent
+// started on the same Runtime adopts them.
+func NewPersistent(h string) *Runtime {
+	return &Runtime{handler: h, persistent: true, tasks: map[string]*task{}}
+}
 
 type task struct {
 	spec   runtimes.TaskSpec
@@ -347,9 +356,20 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// Recover implements runtimes.Runtime: in-process tasks never outlive the
-// process, so there are none.
-func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) { return nil, nil }
+// Recover implements runtimes.Runtime: none for New, every task not
+// removed for NewPersistent.
+func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) {
+	if !r.persistent {
+		return nil, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []runtimes.TaskStatus
+	for _, t := range r.tasks {
+		out = append(out, t.snapshot())
+	}
+	return out, nil
+}
 
 // Close stops every task at once.
 func (r *Runtime) Close(ctx context.Context) error {
