@@ -54,7 +54,8 @@ type HandlerConfig struct {
 // child's output. Instances share nothing and run concurrently.
 type CGIHandler struct {
 	mod      *Module
-	base     wazero.ModuleConfig
+	base     wazero.ModuleConfig // no env: see baseConfig
+	env      []string            // container env without CGI names
 	stderr   io.Writer
 	limit    int64
 	maxBody  int64
@@ -86,7 +87,8 @@ func (m *Module) NewCGIHandler(cfg HandlerConfig) *CGIHandler {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &CGIHandler{
 		mod:     m,
-		base:    baseConfig(cfg.Args, env, cfg.Stderr),
+		base:    baseConfig(cfg.Args, cfg.Stderr),
+		env:     env,
 		stderr:  cfg.Stderr,
 		limit:   cfg.MemoryLimitBytes,
 		maxBody: cfg.MaxBodyBytes,
@@ -224,7 +226,7 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	mc := h.base.WithStdin(body)
+	mc := withEnv(h.base.WithStdin(body), h.env)
 	for _, kv := range requestEnv(r, length) {
 		mc = mc.WithEnv(kv[0], kv[1])
 	}

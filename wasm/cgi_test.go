@@ -85,9 +85,12 @@ func TestCGIHandler(t *testing.T) {
 	}
 }
 
+// Concurrent requests each see their own body and headers (instances
+// share nothing, configs neither).
 func TestCGIHandlerConcurrent(t *testing.T) {
-	srv, _ := newHelloServer(t, HandlerConfig{Args: []string{"hello-wasm"}, Env: []string{"HOSTNAME=pod-c"}})
-	const n = 16
+	srv, _ := newHelloServer(t, HandlerConfig{Args: []string{"hello-wasm"},
+		Env: []string{"HOSTNAME=pod-c", "A=1", "B=2", "C=3", "D=4"}})
+	const n = 24
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -95,15 +98,24 @@ func TestCGIHandlerConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			payload := fmt.Sprintf("request-%d", i)
-			resp, err := http.Post(srv.URL+"/echo", "text/plain", strings.NewReader(payload))
+			var req *http.Request
+			want := payload
+			if i%2 == 0 {
+				req, _ = http.NewRequest("POST", srv.URL+"/echo", strings.NewReader(payload))
+			} else {
+				req, _ = http.NewRequest("GET", srv.URL+"/headers", nil)
+				req.Header.Set("X-Req", payload)
+				want = "X-Req: " + payload + "\n"
+			}
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != 200 || string(b) != payload {
-				errs <- fmt.Errorf("request %d: %d %q", i, resp.StatusCode, b)
+			if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+				errs <- fmt.Errorf("request %d: %d %q, want %q", i, resp.StatusCode, b, want)
 			}
 		}()
 	}

@@ -13,8 +13,8 @@ import (
 type CommandConfig struct {
 	// Args is argv; Args[0] is the program name (the module or command name).
 	Args []string
-	// Env is the environment, "NAME=value", in order (the first of duplicate
-	// names wins for Go guests).
+	// Env is the environment, "NAME=value", in order; a later duplicate
+	// name replaces the earlier value.
 	Env []string
 	// Stdin, Stdout and Stderr default to empty input and discarded output.
 	Stdin          io.Reader
@@ -45,7 +45,7 @@ func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
 		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonOOMKilled,
 			Message: fmt.Sprintf("module needs %d bytes of memory to start, limit is %d", m.minMemory, cfg.MemoryLimitBytes)}
 	}
-	mc := baseConfig(cfg.Args, cfg.Env, cfg.Stderr)
+	mc := withEnv(baseConfig(cfg.Args, cfg.Stderr), cfg.Env)
 	if cfg.Stdin != nil {
 		mc = mc.WithStdin(cfg.Stdin)
 	}

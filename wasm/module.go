@@ -53,10 +53,11 @@ const (
 )
 
 // baseConfig is the module config every instance starts from: real clocks
-// (Go guests need them), a real random source, the given argv and env.
-// Env entries are "NAME=value"; entries without "=" or with an empty or
-// NUL-containing name are skipped (WASI cannot carry them).
-func baseConfig(args, env []string, stderr io.Writer) wazero.ModuleConfig {
+// (Go guests need them), a real random source and the given argv. It holds
+// no environment: wazero's ModuleConfig.WithEnv appends to a slice it
+// shares with the config it was called on, so a config shared by
+// concurrent requests must never get env (see withEnv).
+func baseConfig(args []string, stderr io.Writer) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(args...).
@@ -65,6 +66,14 @@ func baseConfig(args, env []string, stderr io.Writer) wazero.ModuleConfig {
 	if stderr != nil {
 		mc = mc.WithStderr(stderr)
 	}
+	return mc
+}
+
+// withEnv adds env ("NAME=value" entries; a later duplicate name replaces
+// the earlier value, as in Kubernetes) to mc. Entries without "=" or with
+// an empty or NUL-containing name are skipped: WASI cannot carry them.
+// mc must be owned by the caller (not shared with other goroutines).
+func withEnv(mc wazero.ModuleConfig, env []string) wazero.ModuleConfig {
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.ContainsRune(kv, 0) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,7 +76,7 @@ func TestMain(m *testing.M) {
 		sharedDir = filepath.Join(dir, "data")
 		// Compile both once so that every runtime of the tests hits the
 		// on-disk compilation cache.
-		rt, err := New(ctx, Config{DataDir: sharedDir, Modules: modules})
+		rt, err := New(ctx, Config{DataDir: sharedDir, Modules: modules, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return fail(err)
 		}
@@ -93,6 +94,9 @@ func newRuntime(t *testing.T, cfg Config) *Runtime {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = sharedDir
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	rt, err := New(context.Background(), cfg)
 	if err != nil {

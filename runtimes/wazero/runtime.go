@@ -74,7 +74,11 @@ type Runtime struct {
 	tasks map[string]*task
 }
 
-var _ runtimes.Runtime = (*Runtime)(nil)
+var (
+	_ runtimes.Runtime = (*Runtime)(nil)
+	_ ModuleFetcher    = (*wasm.ModuleStore)(nil)
+	_ ModuleResolver   = (*wasm.ModuleStore)(nil)
+)
 
 // New starts the engine over cfg.DataDir.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
