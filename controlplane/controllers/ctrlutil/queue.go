@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -61,7 +62,12 @@ func processNext(ctx context.Context, name string, q workqueue.TypedRateLimiting
 	}
 	defer q.Done(key)
 	if err := syncFn(ctx, key); err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case apierrors.IsConflict(err):
+			// A write raced another (or the cache lagged our own): expected.
+			slog.Debug("controller: sync conflicted, requeued", "controller", name, "key", key, "err", err)
+		default:
 			slog.Warn("controller: sync failed, requeued", "controller", name, "key", key, "err", err, "retries", q.NumRequeues(key))
 		}
 		q.AddRateLimited(key)
