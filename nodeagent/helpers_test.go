@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
 	"github.com/orca-edge/orca/runtimes"
@@ -65,35 +66,24 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// mirror projects bound pods into store.NodePods, as the nodepods
-// controller does.
+// mirror runs the control plane's nodepods controller, which projects
+// bound pods into store.NodePods for the agents.
 func (e *env) mirror() {
 	ctx, cancel := context.WithCancel(context.Background())
-	e.t.Cleanup(cancel)
 	inf := store.NewInformer(e.s, store.Pods)
-	put := func(o store.Object) {
-		p := o.(*corev1.Pod)
-		if p.Spec.NodeName == "" {
-			return
-		}
-		if err := e.s.Put(ctx, store.NodePods, store.NodePodKey(p.Spec.NodeName, p.Namespace, p.Name), p.DeepCopy()); err != nil && ctx.Err() == nil {
-			e.t.Errorf("mirror pod %s: %v", store.KeyOf(p), err)
-		}
-	}
-	inf.AddHandler(store.Handler{
-		OnAdd:    put,
-		OnUpdate: func(_, o store.Object) { put(o) },
-		OnDelete: func(o store.Object) {
-			p := o.(*corev1.Pod)
-			if p.Spec.NodeName != "" {
-				_ = e.s.DeleteKey(ctx, store.NodePods, store.NodePodKey(p.Spec.NodeName, p.Namespace, p.Name))
-			}
-		},
-	})
+	c := nodepods.New(e.s, inf)
 	go inf.Run(ctx)
 	if !inf.WaitForSync(ctx) {
-		e.t.Fatal("mirror informer did not sync")
+		e.t.Fatal("pods informer did not sync")
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx, 1); err != nil && ctx.Err() == nil {
+			e.t.Errorf("nodepods controller: %v", err)
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
 }
 
 // agent starts an agent for node with the given runtimes (default: one
