@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -274,4 +275,31 @@ func TestPausedDeploymentDoesNotRoll(t *testing.T) {
 		t.Fatalf("paused deployment has %d replicasets", len(rss))
 	}
 	_ = context.Background()
+}
+
+// TestProgressDeadline: a rollout whose pods never become ready is marked
+// ProgressDeadlineExceeded, which makes `kubectl rollout status` fail.
+func TestProgressDeadline(t *testing.T) {
+	s, _ := setup(t)
+	dep := newDeployment("stuck", 2, "app:v1")
+	dep.Spec.ProgressDeadlineSeconds = int32p(1)
+	create(t, s, store.Deployments, dep)
+	eventually(t, 15*time.Second, func() error {
+		c := condition(getDeployment(t, s, "stuck"), appsv1.DeploymentProgressing)
+		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "ProgressDeadlineExceeded" {
+			return fmt.Errorf("progressing %+v", c)
+		}
+		return nil
+	})
+	// Progress again: the condition recovers.
+	eventually(t, 10*time.Second, func() error {
+		readyAll(t, s, "stuck")
+		return rolledOut(t, s, "stuck", 2)
+	})
+}
+
+func TestNewRequiresStore(t *testing.T) {
+	if _, err := controllers.New(controllers.Config{}); err == nil {
+		t.Fatal("New without a store succeeded")
+	}
 }
