@@ -27,6 +27,7 @@ func BenchmarkHTTP(b *testing.B) {
 	}{
 		{"native-net-http", native},
 		{"wasm-cgi", helloMod.NewCGIHandler(HandlerConfig{Args: []string{"hello-wasm"}, Env: []string{"HOSTNAME=bench"}})},
+		{"wasm-cgi-64Mi-limit", helloMod.NewCGIHandler(HandlerConfig{Args: []string{"hello-wasm"}, Env: []string{"HOSTNAME=bench"}, MemoryLimitBytes: 64 << 20})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := httptest.NewServer(bc.h)
