@@ -38,7 +38,8 @@ type container struct {
 	waiting   *corev1.ContainerStateWaiting    // why it does not run now
 	final     bool                             // terminated and will not be restarted
 
-	ready       bool
+	ready       bool // readiness probe passed (or none)
+	started     bool // startup probe passed (or none)
 	stopProbes  context.CancelFunc
 	killing     bool      // a liveness failure is stopping the task
 	startFailAt time.Time // last failed Start (back-off)
@@ -240,7 +241,7 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 	if st.FinishedAt.IsZero() {
 		finished = metav1.Now()
 	}
-	c.running, c.ready, c.killing = false, false, false
+	c.running, c.ready, c.started, c.killing = false, false, false, false
 	c.term = &corev1.ContainerStateTerminated{ExitCode: st.ExitCode, Reason: reason, Message: st.Message,
 		StartedAt: started, FinishedAt: finished, ContainerID: containerID(rt, c.task)}
 	if c.isInit && st.ExitCode == 0 {

@@ -104,3 +104,36 @@ func freePort(t *testing.T, host string) int32 {
 	defer l.Close()
 	return int32(l.Addr().(*net.TCPAddr).Port)
 }
+
+func TestStartupProbe(t *testing.T) {
+	e := newEnv(t)
+	e.agent("n1", nil)
+	grace := int64(0)
+	slow := simplePod("neverstarts", "echo-http", corev1.RestartPolicyAlways)
+	slow.Spec.TerminationGracePeriodSeconds = &grace
+	slow.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
+	slow.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(1)}}, PeriodSeconds: 1, FailureThreshold: 2}
+	e.pod("n1", slow)
+
+	ok := simplePod("starts", "echo-http", corev1.RestartPolicyAlways)
+	ok.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	ok.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("http")}}, PeriodSeconds: 1}
+	e.pod("n1", ok)
+
+	got := e.waitPod("default", "neverstarts", 5*time.Second, phaseIs(corev1.PodRunning))
+	if cs := cs0(got); cs.Started == nil || *cs.Started || cs.Ready {
+		t.Errorf("container before its startup probe passed: %+v", cs)
+	}
+	e.waitPod("default", "neverstarts", 10*time.Second, func(p *corev1.Pod) error {
+		if cs0(p).RestartCount < 1 {
+			return fmt.Errorf("restartCount %d", cs0(p).RestartCount)
+		}
+		return nil
+	})
+	e.waitPod("default", "starts", 5*time.Second, func(p *corev1.Pod) error {
+		if cs := cs0(p); cs.Started == nil || !*cs.Started || !cs.Ready {
+			return fmt.Errorf("status %+v", cs)
+		}
+		return nil
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ type probeKind string
 const (
 	readiness probeKind = "readiness"
 	liveness  probeKind = "liveness"
+	startup   probeKind = "startup"
 )
 
 // probeResult is a change of a probe's verdict.
@@ -30,13 +32,25 @@ type probeResult struct {
 	msg  string // failure detail; "unsupported" for exec and gRPC probes
 }
 
-// startProbes starts c's readiness and liveness probers for its current
-// task. Without a readiness probe a running container is ready at once.
+// startProbes starts c's probers for its current task, as the kubelet's
+// prober manager: a startup probe first, if any (the container counts as
+// started only once it passes); then readiness and liveness. Without a
+// readiness probe a started container is ready at once.
 func (w *podWorker) startProbes(c *container) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	c.stopProbes = cancel
-	c.ready = c.spec.ReadinessProbe == nil
 	target := probeTarget{nodeIP: w.a.cfg.NodeIP, ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...)}
+	c.started = c.spec.StartupProbe == nil
+	c.ready = c.started && c.spec.ReadinessProbe == nil
+	if p := c.spec.StartupProbe; p != nil {
+		go w.probeLoop(ctx, c.name, c.task, startup, p.DeepCopy(), target)
+		return
+	}
+	w.startRunningProbes(ctx, c, target)
+}
+
+// startRunningProbes starts the readiness and liveness probers of c.
+func (w *podWorker) startRunningProbes(ctx context.Context, c *container, target probeTarget) {
 	if p := c.spec.ReadinessProbe; p != nil {
 		go w.probeLoop(ctx, c.name, c.task, readiness, p.DeepCopy(), target)
 	}
@@ -46,20 +60,32 @@ func (w *podWorker) startProbes(c *container) {
 }
 
 // onProbe applies a probe verdict: readiness sets the container's ready
-// flag; a failed liveness probe stops the task with the pod's grace period
-// (it is then restarted per restartPolicy), as the kubelet.
+// flag; a passed startup probe marks the container started and starts the
+// other probes; a failed liveness or startup probe stops the task with the
+// pod's grace period (it is then restarted per restartPolicy), as the
+// kubelet.
 func (w *podWorker) onProbe(c *container, r probeResult) {
 	if r.msg == "unsupported" {
 		w.event(c, corev1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("%s probe of container %s: only httpGet and tcpSocket probes are supported; exec and grpc are not", r.kind, c.name))
+		if r.kind != startup {
+			return // readiness stays failed; liveness is not enforced
+		}
+	}
+	if r.kind == startup && r.ok {
+		c.started = true
+		c.ready = c.spec.ReadinessProbe == nil
+		ctx, cancel := context.WithCancel(w.ctx)
+		c.stopProbes = cancel // the startup prober has ended
+		w.startRunningProbes(ctx, c, probeTarget{nodeIP: w.a.cfg.NodeIP, ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...)})
 		return
 	}
 	switch r.kind {
 	case readiness:
 		c.ready = r.ok
 		if !r.ok {
-			w.event(c, corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: "+r.msg)
+			w.event(c, corev1.EventTypeWarning, "Unhealthy", probeName(r.kind)+" probe failed: "+r.msg)
 		}
-	case liveness:
+	case liveness, startup:
 		if r.ok || c.killing {
 			return
 		}
@@ -68,9 +94,9 @@ func (w *podWorker) onProbe(c *container, r probeResult) {
 		if s := w.pod.Spec.TerminationGracePeriodSeconds; s != nil {
 			grace = time.Duration(*s) * time.Second
 		}
-		w.a.log.Info("container failed liveness probe, will be restarted", "pod", w.key(), "container", c.name, "msg", r.msg)
-		w.event(c, corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: "+r.msg)
-		w.event(c, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", c.name))
+		w.a.log.Info("container failed "+string(r.kind)+" probe, will be restarted", "pod", w.key(), "container", c.name, "msg", r.msg)
+		w.event(c, corev1.EventTypeWarning, "Unhealthy", probeName(r.kind)+" probe failed: "+r.msg)
+		w.event(c, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.name, r.kind))
 		rt, id := w.rt, c.task
 		go func() {
 			if err := rt.Stop(context.WithoutCancel(w.ctx), id, grace); err != nil {
@@ -79,6 +105,9 @@ func (w *podWorker) onProbe(c *container, r probeResult) {
 		}()
 	}
 }
+
+// probeName is "Readiness", "Liveness" or "Startup".
+func probeName(k probeKind) string { return strings.ToUpper(string(k[:1])) + string(k[1:]) }
 
 // probeTarget resolves a probe's port to where the container is served.
 type probeTarget struct {
@@ -119,8 +148,9 @@ func (t probeTarget) addr(host string, port intstr.IntOrString) (string, error) 
 // initialDelaySeconds, every periodSeconds (default 10) with timeoutSeconds
 // (default 1); the verdict flips after successThreshold (default 1)
 // successes or failureThreshold (default 3) failures in a row. Readiness
-// starts as failed; liveness as passed. Exec and gRPC probes are not
-// supported: readiness stays failed, liveness is not enforced.
+// and startup start as failed, liveness as passed; a startup prober ends
+// once it passes or fails. Exec and gRPC probes are not supported:
+// readiness stays failed, liveness is not enforced, startup passes.
 func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probeKind, p *corev1.Probe, t probeTarget) {
 	period := time.Duration(max(p.PeriodSeconds, 1)) * time.Second
 	if p.PeriodSeconds == 0 {
@@ -133,7 +163,7 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 	}
 	if p.HTTPGet == nil && p.TCPSocket == nil {
 		w.a.log.Warn("probe type not supported (only httpGet and tcpSocket)", "pod", w.key(), "container", name, "probe", kind)
-		r := probeResult{kind: kind, ok: kind == liveness, msg: "unsupported"}
+		r := probeResult{kind: kind, ok: kind != readiness, msg: "unsupported"}
 		select {
 		case w.events <- workerEvent{container: name, task: task, probe: &r}:
 		case <-ctx.Done():
@@ -145,7 +175,7 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 		return
 	case <-time.After(time.Duration(p.InitialDelaySeconds) * time.Second):
 	}
-	verdict := kind == liveness
+	verdict := kind == liveness // readiness and startup start as failed
 	var succ, fail int32
 	tick := time.NewTicker(period)
 	defer tick.Stop()
@@ -155,6 +185,14 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 			succ, fail = succ+1, 0
 		} else {
 			succ, fail = 0, fail+1
+		}
+		if kind == startup && fail >= failTh {
+			r := probeResult{kind: kind, ok: false, msg: err.Error()}
+			select {
+			case w.events <- workerEvent{container: name, task: task, probe: &r}:
+			case <-ctx.Done():
+			}
+			return
 		}
 		changed := false
 		if !verdict && succ >= succTh {
@@ -174,6 +212,9 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 			}
 			if kind == liveness && !verdict {
 				return // the task is being restarted; a new prober follows
+			}
+			if kind == startup {
+				return // passed: the other probes take over
 			}
 		}
 		select {

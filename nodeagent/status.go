@@ -69,7 +69,7 @@ func (w *podWorker) containerStatus(c *container) corev1.ContainerStatus {
 	if c.everStarted {
 		st.ContainerID = containerID(w.rt, c.task)
 	}
-	started := c.running
+	started := c.running && c.started
 	st.Started = &started
 	switch {
 	case c.running:
