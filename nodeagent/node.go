@@ -52,6 +52,26 @@ func memTotal() int64 {
 	return 0
 }
 
+// readTrimmed returns the trimmed content of a small system file, or "".
+func readTrimmed(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// osImage is PRETTY_NAME of /etc/os-release ("Debian GNU/Linux 12
+// (bookworm)"), as the kubelet reports it; "" when unknown.
+func osImage() string {
+	for _, line := range strings.Split(readTrimmed("/etc/os-release"), "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
+}
+
 // nodeLabels returns the labels the agent owns on its Node.
 func (a *Agent) nodeLabels() map[string]string {
 	l := map[string]string{
@@ -84,6 +104,10 @@ func (a *Agent) setNodeStatus(n *corev1.Node, now metav1.Time) {
 	n.Status.NodeInfo.KubeletVersion = KubeletVersion
 	n.Status.NodeInfo.KubeProxyVersion = ""
 	n.Status.NodeInfo.ContainerRuntimeVersion = "orca://" + strings.Join(a.handlers(), ",")
+	n.Status.NodeInfo.KernelVersion = readTrimmed("/proc/sys/kernel/osrelease")
+	n.Status.NodeInfo.OSImage = osImage()
+	n.Status.NodeInfo.MachineID = readTrimmed("/etc/machine-id")
+	n.Status.NodeInfo.BootID = readTrimmed("/proc/sys/kernel/random/boot_id")
 	n.Status.Phase = ""
 	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "orca agent is posting ready status"}, now)
 	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "orca agent has sufficient memory available"}, now)

@@ -67,6 +67,9 @@ func TestNodeRegistration(t *testing.T) {
 	if n.Status.NodeInfo.KubeletVersion != KubeletVersion || n.Status.NodeInfo.ContainerRuntimeVersion != "orca://wasm,runc" {
 		t.Errorf("nodeInfo %+v", n.Status.NodeInfo)
 	}
+	if n.Status.NodeInfo.KernelVersion == "" || n.Status.NodeInfo.OSImage == "" || n.Status.NodeInfo.BootID == "" {
+		t.Errorf("nodeInfo lacks kernel, OS image or boot ID: %+v", n.Status.NodeInfo)
+	}
 	if c := nodeReady(n); c.Status != corev1.ConditionTrue || c.Reason != "KubeletReady" {
 		t.Errorf("Ready condition %+v", c)
 	}
