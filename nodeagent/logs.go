@@ -25,7 +25,7 @@ import (
 const (
 	// logChunk is the largest message of a log stream (NATS' default max
 	// payload is 1 MiB).
-	logChunk = 32 << 10
+	logChunk = 64 << 10
 	// logPoll is how often a followed log file is re-read.
 	logPoll = 100 * time.Millisecond
 )
