@@ -89,5 +89,9 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 	return nb
 }
 
-// Free implements experimental.LinearMemory.
-func (m *limitedMemory) Free() { m.buf = nil }
+// Free implements experimental.LinearMemory. It leaves the buffer to the
+// garbage collector and touches nothing: wazero may call it from the
+// goroutine that closes the instance on context end while the guest still
+// runs, so the buffer must neither be reused (no pooling: instances share
+// nothing) nor the field written.
+func (m *limitedMemory) Free() {}
