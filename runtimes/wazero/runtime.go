@@ -275,9 +275,9 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, err
 
 // Stop ends the task. A command task is closed at once whatever grace is:
 // WASI preview 1 has no signals, so a guest cannot be asked to exit, only
-// killed (exit code 137, reason Error). An HTTP task closes its listeners,
-// lets requests in flight finish for up to grace, then ends those left
-// (exit code 0, reason Completed). Stop returns once the task has exited
+// killed (exit code 137, reason Error). An HTTP task closes its listeners
+// and lets requests in flight finish for up to grace (exit code 0, reason
+// Completed), then ends those left (exit code 137, reason Error). Stop returns once the task has exited
 // or ctx ends; stopping an exited task is a no-op.
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
 	t, err := r.get(id)

@@ -249,6 +249,9 @@ func TestHTTPStopGraceExpires(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Stop took %v with a grace of 200ms", d)
 	}
+	if st, err := rt.Inspect(ctx, s.ID); err != nil || st.ExitCode != 137 || st.Reason != "Error" {
+		t.Errorf("after Stop with requests cut: %+v, %v; want 137 Error", st, err)
+	}
 	// The handler logs the end of the instance it had to kill.
 	eventually(t, 10*time.Second, func() error {
 		if l := logOf(t, s); !strings.Contains(l, "instance ended by Cancel") {

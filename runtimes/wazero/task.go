@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orca-edge/orca/runtimes"
@@ -138,14 +139,26 @@ func (t *task) stop(grace time.Duration) {
 			ctx, cancel := context.WithTimeout(context.Background(), grace)
 			defer cancel()
 			var wg sync.WaitGroup
+			var expired atomic.Bool
 			for _, srv := range t.servers {
 				wg.Add(1)
-				go func() { defer wg.Done(); _ = srv.Shutdown(ctx) }()
+				go func() {
+					defer wg.Done()
+					if srv.Shutdown(ctx) != nil {
+						expired.Store(true)
+					}
+				}()
 			}
 			wg.Wait()
 			t.handler.Cancel()
 			for _, srv := range t.servers {
 				_ = srv.Close()
+			}
+			if expired.Load() {
+				// As a process killed after its grace period.
+				t.finish(wasm.ExitStatus{ExitCode: wasm.ExitCodeKilled, Reason: wasm.ReasonError,
+					Message: fmt.Sprintf("requests still in flight after the grace period of %v were ended", grace)})
+				return
 			}
 			t.finish(wasm.ExitStatus{ExitCode: 0, Reason: wasm.ReasonCompleted})
 		}()
