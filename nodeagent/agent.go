@@ -170,6 +170,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	goRun := func(f func()) {
 		wg.Add(1)
@@ -210,6 +212,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	sub, err := a.serveLogs(ctx)
 	if err != nil {
+		cancel()
+		a.pods.wait()
 		wg.Wait()
 		return fmt.Errorf("nodeagent: node %s: serve logs: %w", a.cfg.NodeName, err)
 	}
