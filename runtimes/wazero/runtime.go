@@ -9,6 +9,15 @@
 //
 // Tasks live in the agent's process, so they die with it: Recover returns
 // none, and the agent restarts them as new attempts.
+//
+// Wiring in a node agent:
+//
+//	ms, err := wasm.NewModuleStore(ctx, js) // bucket wasm-modules
+//	rt, err := wazero.New(ctx, wazero.Config{DataDir: filepath.Join(dataDir, "wasm"), Modules: ms})
+//
+// Logs: stdout and stderr of the guest (for the HTTP model, the stderr of
+// every request's instance and the handler's own "cgi: ..." lines) are
+// appended raw to TaskSpec.LogPath. TaskSpec.CPULimitMillis is not enforced.
 package wazero
 
 import (
@@ -106,13 +115,13 @@ func (r *Runtime) Handler() string { return nodeapi.HandlerWasm }
 func (r *Runtime) load(ctx context.Context, image string) (*wasm.Module, error) {
 	ref, err := wasm.ParseRef(image)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", runtimes.ErrImage, err)
+		return nil, imageErr("", err)
 	}
 	digest := ref.Digest
 	if digest == "" {
 		if res, ok := r.cfg.Modules.(ModuleResolver); ok {
 			if digest, err = res.Resolve(ctx, image); err != nil {
-				return nil, fmt.Errorf("resolve module %s: %w: %w", image, runtimes.ErrImage, err)
+				return nil, imageErr("resolve module "+image, err)
 			}
 		}
 	}
@@ -126,7 +135,7 @@ func (r *Runtime) load(ctx context.Context, image string) (*wasm.Module, error) 
 		}
 		data, got, err := r.cfg.Modules.Fetch(ctx, fetchRef)
 		if err != nil {
-			return nil, fmt.Errorf("fetch module %s: %w: %w", image, runtimes.ErrImage, err)
+			return nil, imageErr("fetch module "+image, err)
 		}
 		if digest != "" && got != digest {
 			return nil, fmt.Errorf("fetch module %s: got digest %s, want %s: %w", image, got, digest, runtimes.ErrImage)
@@ -134,7 +143,7 @@ func (r *Runtime) load(ctx context.Context, image string) (*wasm.Module, error) 
 		digest = got
 		mod, err := r.engine.Load(ctx, digest, func(context.Context) ([]byte, error) { return data, nil })
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", runtimes.ErrImage, err)
+			return nil, imageErr("", err)
 		}
 		return mod, nil
 	}
@@ -146,9 +155,20 @@ func (r *Runtime) load(ctx context.Context, image string) (*wasm.Module, error) 
 		return data, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", runtimes.ErrImage, err)
+		return nil, imageErr("", err)
 	}
 	return mod, nil
+}
+
+// imageErr prefixes err with what and makes it wrap runtimes.ErrImage.
+func imageErr(what string, err error) error {
+	if what != "" {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, runtimes.ErrImage) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, runtimes.ErrImage)
 }
 
 // argv returns the instance's argv with Kubernetes semantics: Command
