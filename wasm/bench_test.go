@@ -48,6 +48,43 @@ func BenchmarkHTTP(b *testing.B) {
 	}
 }
 
+// BenchmarkHTTPParallel is BenchmarkHTTP with concurrent clients
+// (GOMAXPROCS of them): requests per second a node can serve.
+func BenchmarkHTTPParallel(b *testing.B) {
+	native := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "hello from %s\n", os.Getenv("HOSTNAME"))
+	})
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"native-net-http", native},
+		{"wasm-cgi", helloMod.NewCGIHandler(HandlerConfig{Args: []string{"hello-wasm"}, Env: []string{"HOSTNAME=bench"}})},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv := httptest.NewServer(bc.h)
+			defer srv.Close()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := http.Get(srv.URL + "/")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkCompile measures loading the 6 MB hello guest into a fresh
 // Engine: "cold" compiles it, "disk-cache" reads wazero's compilation
 // cache that the cold run filled.
