@@ -7,7 +7,8 @@
 // and push it with `orca wasm push hello.wasm --name hello-wasm:v1`.
 //
 // GET any path answers "hello from <pod name>" (the HOSTNAME the runtime
-// sets) and the path. POST /echo answers the request body (with ?log, it first logs
+// sets) and the path, and logs "GET <path> from <addr>" to stderr (the
+// container log). POST /echo answers the request body (with ?log, it first logs
 // "echo: reading the body" to stderr). /status/<code>
 // answers with that status code. /headers echoes the request headers.
 package main
@@ -54,6 +55,8 @@ func main() {
 		}
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// One access-log line per request on stderr: the container log.
+		fmt.Fprintf(os.Stderr, "%s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "hello from %s\n", os.Getenv("HOSTNAME"))
 		if r.URL.Path != "/" {

@@ -18,7 +18,8 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.AddCommand(newVersionCommand(), newWasmCommand())
+	root.PersistentFlags().String("server", DefaultServer, "orca apiserver URL")
+	root.AddCommand(newVersionCommand(), newWasmCommand(), newApplyCmd(), newWaitCmd())
 	return root
 }
 

@@ -58,12 +58,12 @@ it is pushed straight into NATS.`,
   orca wasm push hello.wasm --name hello-wasm:v1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.server, _ = cmd.Flags().GetString("server")
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.name, "name", "", "module name and tag, e.g. hello-wasm:v1 (required; no tag means :latest)")
-	f.StringVar(&o.server, "server", DefaultServer, "orca apiserver URL")
 	f.StringVar(&o.natsURL, "nats-url", "", "push directly to this NATS server instead of the apiserver")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	_ = cmd.MarkFlagRequired("name")
