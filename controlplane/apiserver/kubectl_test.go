@@ -107,6 +107,21 @@ func TestKubectl(t *testing.T) {
 	if !strings.Contains(out, "deployment.apps/web configured") || !strings.Contains(out, "service/web unchanged") {
 		t.Fatalf("re-apply:\n%s", out)
 	}
+	// Changing a list with merge keys makes kubectl send strategic-merge
+	// directives ($setElementOrder/ports), which are not fields: strict
+	// validation must accept them.
+	twoPorts := strings.Replace(fmt.Sprintf(manifest, 3), "  - port: 80\n    targetPort: 8080\n",
+		"  - name: http\n    port: 80\n    targetPort: 8080\n  - name: alt\n    port: 81\n    targetPort: 8080\n", 1)
+	out = e.mustKubectl(twoPorts, "apply", "-f", "-")
+	if !strings.Contains(out, "service/web configured") {
+		t.Fatalf("apply of a second service port:\n%s", out)
+	}
+	if out := e.mustKubectl("", "get", "svc", "web", "-o", "jsonpath={.spec.ports[*].name}"); out != "http alt" {
+		t.Errorf("service ports after apply: %q, want \"http alt\"", out)
+	}
+	if _, err := e.kubectl(context.Background(), strings.Replace(twoPorts, "name: alt", "name: alt\n    bogusField: 1", 1), "apply", "-f", "-"); err == nil {
+		t.Error("apply with an unknown field: want a strict decoding error")
+	}
 	out = e.mustKubectl("", "get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.metadata.generation}")
 	if out != "3 2" {
 		t.Errorf("replicas/generation after re-apply: %q, want \"3 2\"", out)

@@ -30,13 +30,17 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
-	if pt != types.JSONPatchType && ri.sub == "" {
-		if err := checkStrict(c, ri.res, body); err != nil {
-			return err
+	// Strict field validation looks at the patched object, not the patch:
+	// strategic merge patches carry directives ($setElementOrder/ports,
+	// $patch, $retainKeys) that are not fields.
+	strict := func(patched []byte) error {
+		if ri.sub != "" {
+			return nil
 		}
+		return checkStrict(c, ri.res, patched)
 	}
 	out, err := s.updateObject(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), func(cur store.Object) (store.Object, error) {
-		return patchObject(ri.res, pt, cur, body)
+		return patchObject(ri.res, pt, cur, body, strict)
 	})
 	if err != nil {
 		return err
@@ -68,9 +72,10 @@ func (s *Server) readPatch(c echo.Context) (types.PatchType, []byte, error) {
 	return pt, body, nil
 }
 
-// patchObject applies patch of type pt to cur and decodes the result. The
-// result carries a resourceVersion only when the patch set one.
-func patchObject(r store.Resource, pt types.PatchType, cur store.Object, patch []byte) (store.Object, error) {
+// patchObject applies patch of type pt to cur, checks the result with
+// check, and decodes it. The result carries a resourceVersion only when
+// the patch set one.
+func patchObject(r store.Resource, pt types.PatchType, cur store.Object, patch []byte, check func(patched []byte) error) (store.Object, error) {
 	curRV := cur.GetResourceVersion()
 	orig, err := json.Marshal(cur)
 	if err != nil {
@@ -78,6 +83,9 @@ func patchObject(r store.Resource, pt types.PatchType, cur store.Object, patch [
 	}
 	out, err := applyPatch(pt, orig, patch, r.New())
 	if err != nil {
+		return nil, err
+	}
+	if err := check(out); err != nil {
 		return nil, err
 	}
 	obj, err := decodeObject(r, out)

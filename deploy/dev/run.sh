@@ -33,16 +33,20 @@ cleanup() {
   echo "stopping orca (logs stay in $RUNDIR/*.log)..."
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  exit 0
+  exit "${1:-0}"
 }
-trap cleanup EXIT INT TERM
+trap 'cleanup $?' EXIT
+trap 'cleanup 0' INT TERM
 
-bin/orca-server --data-dir "$RUNDIR/server" --nats-listen "$NATS" --apiserver-addr "$API" >"$RUNDIR/server.log" 2>&1 &
+# Components run in their own sessions (setsid): Ctrl-C reaches only this
+# script, whose trap stops them in order; if one dies by itself, `wait -n`
+# below notices.
+setsid bin/orca-server --data-dir "$RUNDIR/server" --nats-listen "$NATS" --apiserver-addr "$API" >"$RUNDIR/server.log" 2>&1 &
 pids+=($!)
 bin/orca --server "$SERVER" wait --server-ready --timeout 30s >/dev/null || { echo "orca-server did not start; see $RUNDIR/server.log:" >&2; tail -20 "$RUNDIR/server.log" >&2; exit 1; }
 echo "orca-server ready after $(ms) ms: apiserver $SERVER, NATS nats://$NATS"
 
-bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" >"$RUNDIR/agent.log" 2>&1 &
+setsid bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" >"$RUNDIR/agent.log" 2>&1 &
 pids+=($!)
 
 bin/orca --server "$SERVER" wasm push bin/hello.wasm --name hello-wasm:v1
@@ -98,4 +102,5 @@ Look further:
 Logs: $RUNDIR/server.log, $RUNDIR/agent.log.  Ctrl-C stops orca.
 MSG
 wait -n "${pids[@]}" || true
-echo "a component exited; see $RUNDIR/*.log" >&2
+echo "a component exited by itself; see $RUNDIR/server.log and $RUNDIR/agent.log" >&2
+exit 1

@@ -18,10 +18,15 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
+// lastAppliedAnnotation is where kubectl's client-side apply keeps the
+// manifest it last applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
 // newApplyCmd returns `orca apply -f FILE`: create each object of a
 // (multi-document) YAML or JSON manifest, or replace it when it exists.
 // It is the small subset of `kubectl apply` that `make run` needs on a
-// machine without kubectl; it does not merge (no last-applied annotation).
+// machine without kubectl: it replaces instead of merging, but records the
+// last-applied annotation so kubectl apply can take over.
 func newApplyCmd() *cobra.Command {
 	var file, namespace string
 	cmd := &cobra.Command{
@@ -93,6 +98,18 @@ func applyOne(out io.Writer, server string, u *unstructured.Unstructured, namesp
 	if err != nil {
 		return err
 	}
+	// Record the manifest as kubectl apply does, so a later `kubectl apply`
+	// of the same objects computes its three-way merge from it.
+	last, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[lastAppliedAnnotation] = string(last) + "\n"
+	u.SetAnnotations(ann)
 	item := coll + "/" + url.PathEscape(u.GetName())
 	what := strings.ToLower(u.GetKind()) + "/" + u.GetName()
 	var cur map[string]any

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/orca-edge/orca/controlplane/apiserver"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// TestApplyCreatesThenReplaces runs `orca apply` and `orca wait
+// --server-ready` against a real apiserver on embedded NATS.
+func TestApplyCreatesThenReplaces(t *testing.T) {
+	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := store.New(nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	api, err := apiserver.New(apiserver.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Bootstrap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+
+	exec := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		root := newRootCommand(&out, &out)
+		root.SetArgs(append([]string{"--server", srv.URL}, args...))
+		err := root.Execute()
+		return out.String(), err
+	}
+	if out, err := exec("wait", "--server-ready", "--timeout", "10s"); err != nil {
+		t.Fatalf("wait --server-ready: %v\n%s", err, out)
+	}
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "hello-wasm", "app.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "app.yaml")
+	os.WriteFile(file, manifest, 0o644)
+	out, err := exec("apply", "-f", file)
+	if err != nil || !strings.Contains(out, "deployment/hello-wasm created") || !strings.Contains(out, "service/hello-wasm created") {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	os.WriteFile(file, bytes.Replace(manifest, []byte("replicas: 3"), []byte("replicas: 4"), 1), 0o644)
+	out, err = exec("apply", "-f", file)
+	if err != nil || !strings.Contains(out, "deployment/hello-wasm configured") {
+		t.Fatalf("second apply: %v\n%s", err, out)
+	}
+	obj, err := st.Get(context.Background(), store.Deployments, "default", "hello-wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := obj.(*appsv1.Deployment)
+	if *d.Spec.Replicas != 4 || !strings.Contains(d.Annotations[lastAppliedAnnotation], `"replicas":4`) {
+		t.Errorf("after re-apply: replicas %d, last-applied %q", *d.Spec.Replicas, d.Annotations[lastAppliedAnnotation])
+	}
+	if _, err := exec("apply", "-f", filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Error("apply of a missing file: want an error")
+	}
+	os.WriteFile(file, []byte("apiVersion: v9\nkind: Gadget\nmetadata: {name: x}\n"), 0o644)
+	if _, err := exec("apply", "-f", file); err == nil || !strings.Contains(err.Error(), "not served") {
+		t.Errorf("apply of an unknown kind: %v", err)
+	}
+}
