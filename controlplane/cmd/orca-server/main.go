@@ -28,18 +28,18 @@ import (
 )
 
 type options struct {
-	dataDir        string
-	natsURL        string
-	natsListen     string
-	syncAlways     bool
-	apiAddr        string
-	serviceCIDR    string
-	apiserver      bool
-	scheduler      bool
-	controllers    bool
-	nodeGrace      time.Duration
-	replicas       int
-	logLevel       string
+	dataDir     string
+	natsURL     string
+	natsListen  string
+	syncAlways  bool
+	apiAddr     string
+	serviceCIDR string
+	apiserver   bool
+	scheduler   bool
+	controllers bool
+	nodeGrace   time.Duration
+	replicas    int
+	logLevel    string
 }
 
 func main() {
