@@ -16,6 +16,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 func TestLivenessProbeRestarts(t *testing.T) {
@@ -77,7 +78,7 @@ func TestServiceThroughAgentProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, addr := range []string{net.JoinHostPort(clusterIP, strconv.Itoa(int(svcPort))), net.JoinHostPort("127.0.0.1", strconv.Itoa(int(nodePort)))} {
-		eventually(t, 3*time.Second, func() error {
+		storetest.Eventually(t, 3*time.Second, func() error {
 			resp, err := http.Get("http://" + addr + "/")
 			if err != nil {
 				return err

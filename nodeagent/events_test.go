@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // podEvents returns the reasons of the Events about pod name, with counts.
@@ -34,7 +35,7 @@ func TestEvents(t *testing.T) {
 	e.pod("n1", p)
 	e.pod("n1", simplePod("crashy", "exit:1", corev1.RestartPolicyAlways))
 
-	eventually(t, 5*time.Second, func() error {
+	storetest.Eventually(t, 5*time.Second, func() error {
 		reasons, evs := podEvents(e, "execprobe")
 		if reasons["Started"] != 1 || reasons["ProbeWarning"] != 1 {
 			return fmt.Errorf("events of execprobe: %v", reasons)
@@ -49,7 +50,7 @@ func TestEvents(t *testing.T) {
 	if got, _ := e.getPod("default", "execprobe"); podCondition(got, corev1.PodReady) != corev1.ConditionFalse {
 		t.Error("a pod with an exec readiness probe became ready")
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		reasons, _ := podEvents(e, "crashy")
 		if reasons["BackOff"] < 2 || reasons["Started"] < 2 {
 			return fmt.Errorf("events of crashy: %v", reasons)

@@ -16,25 +16,10 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
 	"github.com/orca-edge/orca/runtimes"
 )
-
-// eventually polls f every 20 ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 type env struct {
 	t  *testing.T
@@ -46,21 +31,8 @@ type env struct {
 // (standing in for the control plane's nodepods controller).
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := store.New(nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	ns := storetest.StartNATS(t)
+	nc, s := storetest.Connect(t, ns.ClientURL())
 	e := &env{t: t, s: s, nc: nc}
 	e.mirror()
 	return e
@@ -168,7 +140,7 @@ func (e *env) getPod(ns, name string) (*corev1.Pod, error) {
 func (e *env) waitPod(ns, name string, timeout time.Duration, check func(*corev1.Pod) error) *corev1.Pod {
 	e.t.Helper()
 	var last *corev1.Pod
-	eventually(e.t, timeout, func() error {
+	storetest.Eventually(e.t, timeout, func() error {
 		p, err := e.getPod(ns, name)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
 )
 
@@ -96,7 +97,7 @@ func TestNodeRegistration(t *testing.T) {
 	if _, err := e.s.Update(context.Background(), store.Nodes, n); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Second, func() error {
+	storetest.Eventually(t, 3*time.Second, func() error {
 		n, err := getNode(e, "edge-1")
 		if err != nil {
 			return err
@@ -112,7 +113,7 @@ func TestLeaseRenewed(t *testing.T) {
 	e := newEnv(t)
 	e.agent("edge-2", nil)
 	var first time.Time
-	eventually(t, 3*time.Second, func() error {
+	storetest.Eventually(t, 3*time.Second, func() error {
 		o, err := e.s.Get(context.Background(), store.Leases, corev1.NamespaceNodeLease, "edge-2")
 		if err != nil {
 			return err
@@ -131,7 +132,7 @@ func TestLeaseRenewed(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 3*time.Second, func() error {
+	storetest.Eventually(t, 3*time.Second, func() error {
 		o, err := e.s.Get(context.Background(), store.Leases, corev1.NamespaceNodeLease, "edge-2")
 		if err != nil {
 			return err

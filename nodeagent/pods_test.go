@@ -19,6 +19,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
 	"github.com/orca-edge/orca/runtimes"
 )
@@ -192,7 +193,7 @@ func TestGracefulDeletion(t *testing.T) {
 	}
 	start := time.Now()
 	for _, name := range []string{"polite", "stubborn"} {
-		eventually(t, 5*time.Second, func() error {
+		storetest.Eventually(t, 5*time.Second, func() error {
 			if _, err := e.getPod("default", name); err == nil {
 				return fmt.Errorf("pod %s still stored", name)
 			}
@@ -202,7 +203,7 @@ func TestGracefulDeletion(t *testing.T) {
 	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("stubborn pod deleted after %s, before its 1s grace period", d)
 	}
-	eventually(t, 2*time.Second, func() error {
+	storetest.Eventually(t, 2*time.Second, func() error {
 		if ts := rt.Tasks(); len(ts) != 0 {
 			return fmt.Errorf("tasks left: %v", ts)
 		}
@@ -223,7 +224,7 @@ func TestForceDeletionStopsTasks(t *testing.T) {
 	if _, err := e.s.Delete(context.Background(), store.Pods, "default", "gone", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Second, func() error {
+	storetest.Eventually(t, 3*time.Second, func() error {
 		if ts := rt.Tasks(); len(ts) != 0 {
 			return fmt.Errorf("tasks left: %v", ts)
 		}
@@ -419,7 +420,7 @@ func TestAgentRestartRestartsPods(t *testing.T) {
 		t.Errorf("completed pod phase %s", d.Status.Phase)
 	}
 	// Only survivor was started again.
-	eventually(t, time.Second, func() error {
+	storetest.Eventually(t, time.Second, func() error {
 		if n := rt2.Starts(); n != 1 {
 			return fmt.Errorf("%d starts", n)
 		}
@@ -457,7 +458,7 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 		p = out.(*corev1.Pod)
 		ours[p.ResourceVersion] = true
 		// wait until the agent has seen it (the projection carries it)
-		eventually(t, 2*time.Second, func() error {
+		storetest.Eventually(t, 2*time.Second, func() error {
 			o, ok := proj.Get("default", "quiet")
 			if !ok {
 				return fmt.Errorf("not projected")
@@ -497,7 +498,7 @@ func TestAgentRestartAdoptsTasks(t *testing.T) {
 	starts := rt.Starts()
 
 	e.agent("n1", nil, rt)
-	eventually(t, 3*time.Second, func() error {
+	storetest.Eventually(t, 3*time.Second, func() error {
 		if ids := rt.Tasks(); len(ids) != 1 || !strings.Contains(ids[0], "_kept_") {
 			return fmt.Errorf("tasks %v, want only kept's", ids)
 		}
@@ -515,7 +516,7 @@ func TestAgentRestartAdoptsTasks(t *testing.T) {
 	resp.Body.Close()
 	// The adopted task is stopped on deletion like any other.
 	e.markDeleted("default", "kept", 1)
-	eventually(t, 5*time.Second, func() error {
+	storetest.Eventually(t, 5*time.Second, func() error {
 		if ids := rt.Tasks(); len(ids) != 0 {
 			return fmt.Errorf("tasks %v", ids)
 		}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
 	"github.com/orca-edge/orca/runtimes"
 )
@@ -56,7 +57,7 @@ func TestLeaseSurvivesNATSRestart(t *testing.T) {
 		}
 		return o.(*coordinationv1.Lease).Spec.RenewTime.Time, nil
 	}
-	eventually(t, 3*time.Second, func() error { _, err := renewTime(); return err })
+	storetest.Eventually(t, 3*time.Second, func() error { _, err := renewTime(); return err })
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
@@ -66,7 +67,7 @@ func TestLeaseSurvivesNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		rt, err := renewTime()
 		if err != nil {
 			return err

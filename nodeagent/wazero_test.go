@@ -19,6 +19,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
 	"github.com/orca-edge/orca/wasm/wasmtest"
@@ -98,7 +99,7 @@ func TestWasmPods(t *testing.T) {
 
 	// Graceful deletion through the agent on the real runtime.
 	e.markDeleted("default", "hello", 5)
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if _, err := e.getPod("default", "hello"); err == nil {
 			return fmt.Errorf("pod still stored")
 		}

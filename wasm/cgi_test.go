@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 func newHelloServer(t *testing.T, cfg HandlerConfig) (*httptest.Server, *CGIHandler) {
@@ -147,7 +149,7 @@ func TestCGIHandlerBoundAndCancel(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	pw.Write([]byte("partial"))
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		resp, err := http.Get(srv.URL + "/")
 		if err != nil {
 			return err

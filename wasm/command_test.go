@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -104,7 +106,7 @@ func TestRunCommandCancel(t *testing.T) {
 	go func() {
 		done <- jobMod.Run(ctx, CommandConfig{Args: []string{"job"}, Env: []string{"SLEEP_SECONDS=600"}, Stdout: &out})
 	}()
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(out.String(), "sleeping") {
 			return errorf("stdout %q: not sleeping yet", out.String())
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/orca-edge/orca/wasm/wasmtest"
 )
@@ -57,22 +56,6 @@ func TestMain(m *testing.M) {
 		}
 		return m.Run()
 	}())
-}
-
-// eventually polls f every 20ms until it returns nil or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

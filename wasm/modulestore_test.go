@@ -10,17 +10,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/runtimes"
 )
 
 func startJetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := storetest.StartNATS(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // env is a running apiserver on a real loopback listener over an embedded
@@ -41,26 +42,13 @@ func withConfig(f func(*Config)) envOption {
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	var cfg Config
 	var scfg store.Config
 	for _, o := range opts {
 		o(&cfg, &scfg)
 	}
-	st, err := store.New(nc, scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	ns := storetest.StartNATS(t)
+	nc, st := storetest.Connect(t, ns.ClientURL(), func(c *store.Config) { *c = scfg })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +75,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		}
 	})
 	e := &env{t: t, url: "http://" + addr, nc: nc, st: st, srv: srv, http: &http.Client{Timeout: 30 * time.Second}}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		resp, err := e.http.Get(e.url + "/api/v1/namespaces/default")
 		if err != nil {
 			return err
@@ -99,22 +87,6 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		return nil
 	})
 	return e
-}
-
-// eventually polls f until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // do sends a request; body may be nil, []byte, string or a value to encode as JSON.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 const kubectlPath = "/usr/bin/kubectl"
@@ -209,7 +210,7 @@ spec:
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	eventually(t, 15*time.Second, func() error {
+	storetest.Eventually(t, 15*time.Second, func() error {
 		if !strings.Contains(buf.String(), "hello") {
 			return fmt.Errorf("get -w printed %q", buf.String())
 		}
@@ -217,7 +218,7 @@ spec:
 	})
 	e.mustKubectl("", "label", "pod", "hello", "tier=edge")
 	e.mustKubectl("", "delete", "pod", "hello", "--wait=false")
-	eventually(t, 15*time.Second, func() error {
+	storetest.Eventually(t, 15*time.Second, func() error {
 		if !strings.Contains(buf.String(), "Terminating") {
 			return fmt.Errorf("get -w printed %q", buf.String())
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ func TestDeploymentCreatesReplicaSetAndPodsAndScales(t *testing.T) {
 	d := create(t, s, store.Deployments, newDeployment("web", 3, "hello-wasm:v1"))
 
 	var rs *appsv1.ReplicaSet
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		rss := ownedReplicaSets(t, s, d)
 		if len(rss) != 1 {
 			return fmt.Errorf("%d replicasets", len(rss))
@@ -63,7 +64,7 @@ func TestDeploymentCreatesReplicaSetAndPodsAndScales(t *testing.T) {
 			t.Fatalf("pod %s labels %v phase %s", p.Name, p.Labels, p.Status.Phase)
 		}
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		d := getDeployment(t, s, "web")
 		if d.Status.Replicas != 3 || d.Status.UnavailableReplicas != 3 {
 			return fmt.Errorf("status %+v", d.Status)
@@ -72,14 +73,14 @@ func TestDeploymentCreatesReplicaSetAndPodsAndScales(t *testing.T) {
 	})
 
 	readyAll(t, s, "web")
-	eventually(t, 10*time.Second, func() error { return rolledOut(t, s, "web", 3) })
+	storetest.Eventually(t, 10*time.Second, func() error { return rolledOut(t, s, "web", 3) })
 	if got := getDeployment(t, s, "web").Annotations[deployment.RevisionAnnotation]; got != "1" {
 		t.Fatalf("deployment revision %q", got)
 	}
 
 	for _, n := range []int32{5, 2} {
 		update(t, s, store.Deployments, "default", "web", func(d *appsv1.Deployment) { d.Spec.Replicas = int32p(n); d.Generation++ })
-		eventually(t, 10*time.Second, func() error {
+		storetest.Eventually(t, 10*time.Second, func() error {
 			readyAll(t, s, "web")
 			if got := len(activePods(t, s, "web")); got != int(n) {
 				return fmt.Errorf("%d pods, want %d", got, n)
@@ -115,7 +116,7 @@ func TestRollingUpdate(t *testing.T) {
 			dep.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &tc.surge, MaxUnavailable: &tc.unavail}}
 			d := create(t, s, store.Deployments, dep)
-			eventually(t, 10*time.Second, func() error {
+			storetest.Eventually(t, 10*time.Second, func() error {
 				readyAll(t, s, "roll")
 				return rolledOut(t, s, "roll", tc.replicas)
 			})
@@ -126,7 +127,7 @@ func TestRollingUpdate(t *testing.T) {
 			})
 			newHash := deployment.ComputeHash(&d.Spec.Template, nil)
 			steps := 0
-			eventually(t, 20*time.Second, func() error {
+			storetest.Eventually(t, 20*time.Second, func() error {
 				pods := activePods(t, s, "roll")
 				ready := 0
 				for _, p := range pods {
@@ -190,7 +191,7 @@ func TestRecreateAndRevisionHistory(t *testing.T) {
 	dep.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
 	dep.Spec.RevisionHistoryLimit = int32p(1)
 	d := create(t, s, store.Deployments, dep)
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		readyAll(t, s, "rec")
 		return rolledOut(t, s, "rec", 2)
 	})
@@ -200,7 +201,7 @@ func TestRecreateAndRevisionHistory(t *testing.T) {
 			metav1.SetMetaDataAnnotation(&d.ObjectMeta, "kubernetes.io/change-cause", "set image "+image)
 			d.Generation++
 		})
-		eventually(t, 10*time.Second, func() error {
+		storetest.Eventually(t, 10*time.Second, func() error {
 			pods := activePods(t, s, "rec")
 			images := map[string]bool{}
 			for _, p := range pods {
@@ -220,7 +221,7 @@ func TestRecreateAndRevisionHistory(t *testing.T) {
 		}
 	}
 	// revisionHistoryLimit 1: the newest old ReplicaSet is kept, older deleted.
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		rss := ownedReplicaSets(t, s, d)
 		if len(rss) != 2 {
 			return fmt.Errorf("%d replicasets, want 2", len(rss))
@@ -246,7 +247,7 @@ func TestRecreateAndRevisionHistory(t *testing.T) {
 func TestPausedDeploymentDoesNotRoll(t *testing.T) {
 	s, _ := setup(t)
 	d := create(t, s, store.Deployments, newDeployment("paused", 2, "app:v1"))
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		readyAll(t, s, "paused")
 		return rolledOut(t, s, "paused", 2)
 	})
@@ -256,7 +257,7 @@ func TestPausedDeploymentDoesNotRoll(t *testing.T) {
 		d.Spec.Replicas = int32p(3)
 		d.Generation++
 	})
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		d := getDeployment(t, s, "paused")
 		if c := condition(d, appsv1.DeploymentProgressing); c == nil || c.Reason != "DeploymentPaused" {
 			return fmt.Errorf("progressing %+v", c)
@@ -284,7 +285,7 @@ func TestProgressDeadline(t *testing.T) {
 	dep := newDeployment("stuck", 2, "app:v1")
 	dep.Spec.ProgressDeadlineSeconds = int32p(1)
 	create(t, s, store.Deployments, dep)
-	eventually(t, 15*time.Second, func() error {
+	storetest.Eventually(t, 15*time.Second, func() error {
 		c := condition(getDeployment(t, s, "stuck"), appsv1.DeploymentProgressing)
 		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "ProgressDeadlineExceeded" {
 			return fmt.Errorf("progressing %+v", c)
@@ -292,7 +293,7 @@ func TestProgressDeadline(t *testing.T) {
 		return nil
 	})
 	// Progress again: the condition recovers.
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		readyAll(t, s, "stuck")
 		return rolledOut(t, s, "stuck", 2)
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,7 +42,7 @@ func TestEndpointsFollowPodsWithHostPorts(t *testing.T) {
 	}
 	expect := func(want []corev1.EndpointSubset) {
 		t.Helper()
-		eventually(t, 10*time.Second, func() error {
+		storetest.Eventually(t, 10*time.Second, func() error {
 			o, err := s.Get(t.Context(), store.Endpoints, "default", "api")
 			if err != nil {
 				return err
@@ -78,7 +79,7 @@ func TestEndpointsFollowPodsWithHostPorts(t *testing.T) {
 	if _, err := s.Delete(t.Context(), store.Services, "default", "api", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		_, err := s.Get(t.Context(), store.Endpoints, "default", "api")
 		if apierrors.IsNotFound(err) {
 			return nil

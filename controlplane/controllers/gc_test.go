@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +18,7 @@ import (
 func TestDeletingDeploymentDeletesReplicaSetsAndPods(t *testing.T) {
 	s, _ := setup(t)
 	d := create(t, s, store.Deployments, newDeployment("gone", 3, "app:v1"))
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if n := len(activePods(t, s, "gone")); n != 3 {
 			return fmt.Errorf("%d pods", n)
 		}
@@ -26,7 +27,7 @@ func TestDeletingDeploymentDeletesReplicaSetsAndPods(t *testing.T) {
 	if _, err := s.Delete(t.Context(), store.Deployments, "default", "gone", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if rss := ownedReplicaSets(t, s, d); len(rss) != 0 {
 			return fmt.Errorf("%d replicasets left", len(rss))
 		}
@@ -56,7 +57,7 @@ func TestBoundDependentPodOnlyGetsDeletionTimestamp(t *testing.T) {
 	two.OwnerReferences = append([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "live", UID: live.UID}}, pod.OwnerReferences...)
 	create(t, s, store.Pods, two)
 
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		o, err := s.Get(t.Context(), store.Pods, "default", "bound")
 		if err != nil {
 			return fmt.Errorf("bound pod removed: %v", err)
@@ -84,7 +85,7 @@ func TestBoundDependentPodOnlyGetsDeletionTimestamp(t *testing.T) {
 func TestOrphanFinalizer(t *testing.T) {
 	s, _ := setup(t)
 	d := create(t, s, store.Deployments, newDeployment("orph", 2, "app:v1"))
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if n := len(activePods(t, s, "orph")); n != 2 {
 			return fmt.Errorf("%d pods", n)
 		}
@@ -99,7 +100,7 @@ func TestOrphanFinalizer(t *testing.T) {
 		d.DeletionTimestamp = &now
 		d.Finalizers = append(d.Finalizers, metav1.FinalizerOrphanDependents)
 	})
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if _, err := s.Get(t.Context(), store.Deployments, "default", "orph"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deployment still there (err %v)", err)
 		}
@@ -113,7 +114,7 @@ func TestOrphanFinalizer(t *testing.T) {
 		return nil
 	})
 	// The orphaned ReplicaSet keeps its pods.
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if n := len(activePods(t, s, "orph")); n != 2 {
 			return fmt.Errorf("%d pods", n)
 		}
@@ -130,7 +131,7 @@ func TestNamespaceDeletionDeletesContent(t *testing.T) {
 	p.Namespace = "team"
 	create(t, s, store.Pods, p)
 	update(t, s, store.Namespaces, "", "team", func(n *corev1.Namespace) { now := metav1.Now(); n.DeletionTimestamp = &now })
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if _, err := s.Get(t.Context(), store.Namespaces, "", "team"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("namespace still there (err %v)", err)
 		}
@@ -149,7 +150,7 @@ func TestPodsOfMissingNodeAreRemoved(t *testing.T) {
 		p.Spec.NodeName = node
 		create(t, s, store.Pods, p)
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if _, err := s.Get(t.Context(), store.Pods, "default", "on-removed-node"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pod of missing node still there (err %v)", err)
 		}

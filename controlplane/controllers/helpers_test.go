@@ -6,53 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 )
-
-// eventually polls f every 20 ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// newStore starts an embedded NATS server and returns a store over it.
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := store.New(nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
 
 // startManager runs the controllers over s (node grace 1 s) until the test ends.
 func startManager(t *testing.T, s *store.Store) {
@@ -73,7 +36,7 @@ func startManager(t *testing.T, s *store.Store) {
 }
 
 func setup(t *testing.T) (*store.Store, context.Context) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	startManager(t, s)
 	return s, context.Background()
 }

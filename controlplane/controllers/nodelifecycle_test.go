@@ -8,6 +8,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,17 +65,17 @@ func TestNodeGoesUnknownWhenLeaseIsNotRenewed(t *testing.T) {
 	markReady(t, s, "default", pod.Name, true, nil)
 
 	// While the lease is renewed (every 200 ms, grace 1 s) the node stays Ready.
-	start := time.Now()
-	for time.Since(start) < 2*time.Second {
+	renewals := time.NewTicker(200 * time.Millisecond) // the renewal interval of this simulated agent
+	defer renewals.Stop()
+	for start := time.Now(); time.Since(start) < 2*time.Second; <-renewals.C {
 		renew()
 		if ready, _, tainted := nodeReady(t, s, "edge-1"); ready.Status != corev1.ConditionTrue || tainted {
 			t.Fatalf("node marked %s (tainted %v) while its lease is renewed", ready.Status, tainted)
 		}
-		time.Sleep(200 * time.Millisecond) // the renewal interval of this simulated agent
 	}
 
 	// The agent stops: Ready and MemoryPressure become Unknown, with the taint.
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		ready, mem, tainted := nodeReady(t, s, "edge-1")
 		if ready.Status != corev1.ConditionUnknown || ready.Reason != nodelifecycle.ReasonNodeStatusUnknown || ready.Message != nodelifecycle.MessageNodeStatusUnknown {
 			return fmt.Errorf("ready %+v", ready)
@@ -103,7 +104,7 @@ func TestNodeGoesUnknownWhenLeaseIsNotRenewed(t *testing.T) {
 			}
 		}
 	})
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if ready, _, tainted := nodeReady(t, s, "edge-1"); ready.Status != corev1.ConditionTrue || tainted {
 			return fmt.Errorf("ready %s tainted %v", ready.Status, tainted)
 		}

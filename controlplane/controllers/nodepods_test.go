@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -22,7 +23,7 @@ func projection(t *testing.T, s *store.Store, name string) map[string]string {
 }
 
 func TestNodePodsProjection(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	ctx := context.Background()
 	// A stale key left from before a restart, for a pod that no longer exists.
 	stale := newPod("stale", nil)
@@ -36,7 +37,7 @@ func TestNodePodsProjection(t *testing.T) {
 	unbound := create(t, s, store.Pods, newPod("web", map[string]string{"app": "web"}))
 	startManager(t, s)
 
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if p := projection(t, s, "stale"); len(p) != 0 {
 			return fmt.Errorf("stale projection kept: %v", p)
 		}
@@ -52,7 +53,7 @@ func TestNodePodsProjection(t *testing.T) {
 	}
 	want := func(node, rv string) {
 		t.Helper()
-		eventually(t, 10*time.Second, func() error {
+		storetest.Eventually(t, 10*time.Second, func() error {
 			p := projection(t, s, "web")
 			if len(p) != 1 || p[node] != rv {
 				return fmt.Errorf("projection %v, want %s@%s", p, node, rv)
@@ -83,7 +84,7 @@ func TestNodePodsProjection(t *testing.T) {
 	if _, err := s.Delete(ctx, store.Pods, "default", "web", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if p := projection(t, s, "web"); len(p) != 0 {
 			return fmt.Errorf("deleted pod still projected: %v", p)
 		}

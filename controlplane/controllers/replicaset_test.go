@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,7 @@ func TestReplicaSetAdoptsOrphanAndReleasesRelabeledPod(t *testing.T) {
 		}
 		return out, nil
 	}
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		pods, _ := owned()
 		if len(pods) != 2 {
 			return fmt.Errorf("%d owned pods", len(pods))
@@ -59,7 +60,7 @@ func TestReplicaSetAdoptsOrphanAndReleasesRelabeledPod(t *testing.T) {
 
 	// Relabel the adopted pod: it is released and replaced.
 	update(t, s, store.Pods, "default", orphan.Name, func(p *corev1.Pod) { p.Labels["app"] = "debug" })
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		pods, _ := owned()
 		if len(pods) != 2 {
 			return fmt.Errorf("%d owned pods", len(pods))
@@ -78,7 +79,7 @@ func TestReplicaSetAdoptsOrphanAndReleasesRelabeledPod(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		o, _ := s.Get(t.Context(), store.ReplicaSets, "default", "cache")
 		st := o.(*appsv1.ReplicaSet).Status
 		if st.Replicas != 2 || st.FullyLabeledReplicas != 2 || st.ObservedGeneration != 1 {
@@ -100,7 +101,7 @@ func TestReplicaSetReplacesFailedAndScalesDownNotReadyFirst(t *testing.T) {
 			Template: podTemplate("db", "db:1"),
 		},
 	})
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if n := len(activePods(t, s, "db")); n != 3 {
 			return fmt.Errorf("%d pods", n)
 		}
@@ -108,7 +109,7 @@ func TestReplicaSetReplacesFailedAndScalesDownNotReadyFirst(t *testing.T) {
 	})
 	pods := activePods(t, s, "db")
 	failed := update(t, s, store.Pods, "default", pods[0].Name, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		n := 0
 		for _, p := range activePods(t, s, "db") {
 			if p.Status.Phase != corev1.PodFailed {
@@ -137,7 +138,7 @@ func TestReplicaSetReplacesFailedAndScalesDownNotReadyFirst(t *testing.T) {
 		}
 	}
 	// Wait until the controller has seen the readiness (its cache lags the store).
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		o, _ := s.Get(t.Context(), store.ReplicaSets, "default", "db")
 		if st := o.(*appsv1.ReplicaSet).Status; st.Replicas != 3 || st.ReadyReplicas != 2 {
 			return fmt.Errorf("status %+v", st)
@@ -145,7 +146,7 @@ func TestReplicaSetReplacesFailedAndScalesDownNotReadyFirst(t *testing.T) {
 		return nil
 	})
 	update(t, s, store.ReplicaSets, "default", "db", func(rs *appsv1.ReplicaSet) { rs.Spec.Replicas = int32p(2); rs.Generation++ })
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if _, err := s.Get(t.Context(), store.Pods, "default", notReady); err == nil {
 			var names []string
 			for _, p := range activePods(t, s, "db") {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,23 +18,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
-
-// eventually calls f every 20 ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 type cluster struct {
 	t  *testing.T
@@ -47,21 +31,7 @@ type cluster struct {
 // the event-driven retries.
 func start(t *testing.T, opts ...func(*scheduler.Config)) *cluster {
 	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.New(nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := storetest.NewStore(t)
 	c := &cluster{t: t, st: st}
 	c.runtimeClass("wasm", nodeapi.HandlerWasm)
 	c.runtimeClass("runc", nodeapi.HandlerContainerd)
@@ -219,7 +189,7 @@ func (c *cluster) get(name string) *corev1.Pod {
 func (c *cluster) boundTo(name string) string {
 	c.t.Helper()
 	var node string
-	eventually(c.t, 10*time.Second, func() error {
+	storetest.Eventually(c.t, 10*time.Second, func() error {
 		p := c.get(name)
 		if p.Spec.NodeName == "" {
 			return fmt.Errorf("pod %s not bound; conditions %+v", name, p.Status.Conditions)
@@ -234,7 +204,7 @@ func (c *cluster) boundTo(name string) string {
 // Unschedulable, with message want.
 func (c *cluster) unschedulable(name, want string) {
 	c.t.Helper()
-	eventually(c.t, 10*time.Second, func() error {
+	storetest.Eventually(c.t, 10*time.Second, func() error {
 		p := c.get(name)
 		if p.Spec.NodeName != "" {
 			return fmt.Errorf("pod %s was bound to %s", name, p.Spec.NodeName)
@@ -306,7 +276,7 @@ func TestUnschedulableUntilBiggerNode(t *testing.T) {
 	c.pod("big-3", requests("2"))
 	c.pod("big-4", requests("2"))
 	bound := 0
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		bound = 0
 		waiting := 0
 		for _, name := range []string{"big-2", "big-3", "big-4"} {
@@ -449,7 +419,7 @@ func TestPeriodicRetryWritesStatusOnce(t *testing.T) {
 	first := a.count("default/big")
 
 	// The periodic retry tries again and again without any event...
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if n := a.count("default/big"); n < first+3 {
 			return fmt.Errorf("%d attempts, want at least %d", n, first+3)
 		}
@@ -465,7 +435,7 @@ func TestPeriodicRetryWritesStatusOnce(t *testing.T) {
 	c.pod("mine", schedulerName("my-scheduler"), requests("2"))
 	c.updateNode("small", func(n *corev1.Node) { n.Status.Conditions[0].Message = "kubelet is posting ready status" })
 	n := a.count("default/big")
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if a.count("default/big") < n+2 {
 			return fmt.Errorf("no further attempts")
 		}

@@ -6,31 +6,18 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // benchStore starts a durable (SyncAlways) embedded NATS server, as
 // orca-server runs it, and returns the store and a raw KV bucket on it.
 func benchStore(b *testing.B) (*store.Store, jetstream.KeyValue) {
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: b.TempDir(), SyncAlways: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	s, err := store.New(nc, store.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Close)
+	ns := storetest.StartNATS(b, func(c *store.EmbeddedConfig) { c.SyncAlways = true })
+	_, s := storetest.Connect(b, ns.ClientURL())
 	kv, err := s.JetStream().CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "raw", Storage: jetstream.FileStorage})
 	if err != nil {
 		b.Fatal(err)

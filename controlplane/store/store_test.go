@@ -6,50 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
-// newStore starts an embedded NATS server on a random port and returns a store on it.
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := store.New(nc, store.Config{WatchCacheEvents: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// smallWatchCache keeps 8 events per watch cache, so that a few writes
+// push a resourceVersion out of it (410 Gone).
+func smallWatchCache(c *store.Config) { c.WatchCacheEvents = 8 }
 
 func pod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "x"}},
@@ -81,7 +49,7 @@ func TestKeysAreReadableAndReversible(t *testing.T) {
 }
 
 func TestCRUDAndErrors(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t, smallWatchCache)
 	ctx := context.Background()
 	created, err := s.Create(ctx, store.Pods, pod("default", "web.v1"))
 	if err != nil {
@@ -132,7 +100,7 @@ func TestCRUDAndErrors(t *testing.T) {
 }
 
 func TestListIsConsistentAfterWrites(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t, smallWatchCache)
 	ctx := context.Background()
 	var last string
 	for i := range 20 {
@@ -156,7 +124,7 @@ func TestListIsConsistentAfterWrites(t *testing.T) {
 }
 
 func TestWatchOrderResumeAndGone(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t, smallWatchCache)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first, err := s.Create(ctx, store.Pods, pod("default", "a"))
@@ -220,7 +188,7 @@ func TestWatchOrderResumeAndGone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, func() error {
+	storetest.Eventually(t, 5*time.Second, func() error {
 		_, err := s.Watch(ctx, store.Pods, "", mustRV(t, first))
 		if !apierrors.IsResourceExpired(err) {
 			return fmt.Errorf("want 410 Gone, got %v", err)
@@ -239,7 +207,7 @@ func mustRV(t *testing.T, o store.Object) uint64 {
 }
 
 func TestInformerRelistsAfterGone(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t, smallWatchCache)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	inf := store.NewInformer(s, store.Pods)
@@ -262,7 +230,7 @@ func TestInformerRelistsAfterGone(t *testing.T) {
 	if _, err := s.Create(ctx, store.Pods, pod("default", "live")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	storetest.Eventually(t, 5*time.Second, func() error {
 		if _, ok := inf.Get("default", "live"); !ok {
 			return fmt.Errorf("informer has not seen default/live")
 		}
@@ -271,7 +239,7 @@ func TestInformerRelistsAfterGone(t *testing.T) {
 	if _, err := s.Delete(ctx, store.Pods, "default", "pre", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	storetest.Eventually(t, 5*time.Second, func() error {
 		if len(inf.List("", nil)) != 1 {
 			return fmt.Errorf("informer lists %d pods, want 1", len(inf.List("", nil)))
 		}
@@ -283,7 +251,7 @@ func TestInformerRelistsAfterGone(t *testing.T) {
 }
 
 func TestBindIsCompareAndSwap(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t, smallWatchCache)
 	ctx := context.Background()
 	p, err := s.Create(ctx, store.Pods, pod("default", "p"))
 	if err != nil {
@@ -302,7 +270,7 @@ func TestBindIsCompareAndSwap(t *testing.T) {
 }
 
 func TestFilteredWatchSeesOnlyItsKeys(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t, smallWatchCache)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := pod("default", "p")

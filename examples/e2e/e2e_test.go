@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -28,26 +27,12 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent"
 	"github.com/orca-edge/orca/runtimes"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
 )
-
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func repoRoot(t *testing.T) string {
 	_, file, _, _ := runtime.Caller(0)
@@ -72,27 +57,12 @@ func startCluster(t *testing.T) *cluster {
 	// Registered last so it runs first: components stop before NATS goes.
 	defer func() { t.Cleanup(cancel) }()
 	dir := t.TempDir()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: filepath.Join(dir, "nats"), SyncAlways: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	connect := func() (*nats.Conn, *store.Store) {
-		nc, err := nats.Connect(ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		st, err := store.New(nc, store.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		return nc, st
-	}
+	ns := storetest.StartNATS(t, func(c *store.EmbeddedConfig) {
+		c.DataDir, c.SyncAlways = filepath.Join(dir, "nats"), true
+	})
 
 	// Control plane: one connection, as orca-server.
-	nc, st := connect()
+	nc, st := storetest.Connect(t, ns.ClientURL())
 	modules, err := wasm.NewModuleStore(ctx, st.JetStream())
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +91,7 @@ func startCluster(t *testing.T) *cluster {
 	// would have. Only node-a runs the service proxy: both share this host's
 	// loopback, and the proxy on node-a balances over pods on both nodes.
 	for _, node := range []string{"node-a", "node-b"} {
-		anc, ast := connect()
+		anc, ast := storetest.Connect(t, ns.ClientURL())
 		mods, err := wasm.NewModuleStore(ctx, ast.JetStream())
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +187,7 @@ func (c *cluster) countPods(t *testing.T) int {
 func (c *cluster) waitReady(t *testing.T, n int) []*corev1.Pod {
 	t.Helper()
 	var pods []*corev1.Pod
-	eventually(t, 3*time.Minute, func() error {
+	storetest.Eventually(t, 3*time.Minute, func() error {
 		pods = c.readyPods(t)
 		if len(pods) != n || c.countPods(t) != n {
 			return fmt.Errorf("%d Ready of %d pods, want %d", len(pods), c.countPods(t), n)
@@ -275,7 +245,7 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 	}
 	for _, u := range urls {
 		seen := map[string]bool{}
-		eventually(t, 30*time.Second, func() error {
+		storetest.Eventually(t, 30*time.Second, func() error {
 			body, err := get(u)
 			if err != nil {
 				return err
@@ -300,7 +270,7 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 
 	// A deleted pod is replaced.
 	c.mustKubectl(t, "delete", "pod", pods[0].Name, "--wait=false")
-	eventually(t, 2*time.Minute, func() error {
+	storetest.Eventually(t, 2*time.Minute, func() error {
 		now := c.readyPods(t)
 		for _, p := range now {
 			if p.Name == pods[0].Name {
@@ -321,7 +291,7 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 
 	// Deleting the Deployment removes every ReplicaSet and pod.
 	c.mustKubectl(t, "delete", "deployment", "hello-wasm")
-	eventually(t, 2*time.Minute, func() error {
+	storetest.Eventually(t, 2*time.Minute, func() error {
 		rs, _, err := c.store.List(ctx, store.ReplicaSets, "default")
 		if err != nil {
 			return err

@@ -11,48 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
-
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := store.New(nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
 
 // backend is a TCP server on 127.0.0.1 that greets each connection with
 // its name and then echoes lines.
@@ -159,7 +124,7 @@ func setEndpoints(t *testing.T, s *store.Store, name, portName string, addrs ...
 }
 
 func TestRoundRobinAndEndpointChanges(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	startProxy(t, s, "")
 	var bs []backendAddr
 	for _, n := range []string{"a", "b", "c"} {
@@ -176,7 +141,7 @@ func TestRoundRobinAndEndpointChanges(t *testing.T) {
 	addr := net.JoinHostPort(clusterIP, strconv.Itoa(int(svcPort)))
 
 	// No endpoints: the connection is accepted and closed at once.
-	eventually(t, 3*time.Second, func() error {
+	storetest.Eventually(t, 3*time.Second, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return err
@@ -190,7 +155,7 @@ func TestRoundRobinAndEndpointChanges(t *testing.T) {
 	})
 
 	setEndpoints(t, s, "web", "http", bs...)
-	eventually(t, time.Second, func() error { _, err := greetOnce(addr); return err })
+	storetest.Eventually(t, time.Second, func() error { _, err := greetOnce(addr); return err })
 	counts := map[string]int{}
 	for i := 0; i < 9; i++ {
 		name, err := greetOnce(addr)
@@ -210,7 +175,7 @@ func TestRoundRobinAndEndpointChanges(t *testing.T) {
 	}
 	defer conn.Close()
 	setEndpoints(t, s, "web", "http", bs[0])
-	eventually(t, time.Second, func() error {
+	storetest.Eventually(t, time.Second, func() error {
 		for i := 0; i < 3; i++ {
 			if name, err := greetOnce(addr); err != nil || name != "a" {
 				return fmt.Errorf("got %q, %v; want only a", name, err)
@@ -232,7 +197,7 @@ func TestRoundRobinAndEndpointChanges(t *testing.T) {
 	// A dead endpoint is skipped.
 	dead := backendAddr{"127.0.0.1", freePort(t, "127.0.0.1")}
 	setEndpoints(t, s, "web", "http", dead, bs[1])
-	eventually(t, time.Second, func() error {
+	storetest.Eventually(t, time.Second, func() error {
 		for i := 0; i < 4; i++ {
 			if name, err := greetOnce(addr); err != nil || name != "b" {
 				return fmt.Errorf("got %q, %v; want b", name, err)
@@ -245,7 +210,7 @@ func TestRoundRobinAndEndpointChanges(t *testing.T) {
 	if _, err := s.Delete(context.Background(), store.Services, "default", "web", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, func() error {
+	storetest.Eventually(t, time.Second, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
@@ -256,7 +221,7 @@ func TestRoundRobinAndEndpointChanges(t *testing.T) {
 }
 
 func TestNodePortAndPortRemoval(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	p := startProxy(t, s, "127.0.0.1")
 	ip, port := backend(t, "np")
 	ip2, port2 := backend(t, "metrics")
@@ -280,7 +245,7 @@ func TestNodePortAndPortRemoval(t *testing.T) {
 	}
 	nodeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(nodePort)))
 	metricsAddr := net.JoinHostPort(clusterIP, strconv.Itoa(int(svc.Spec.Ports[1].Port)))
-	eventually(t, 2*time.Second, func() error {
+	storetest.Eventually(t, 2*time.Second, func() error {
 		if name, err := greetOnce(nodeAddr); err != nil || name != "np" {
 			return fmt.Errorf("nodePort: %q, %v", name, err)
 		}
@@ -299,7 +264,7 @@ func TestNodePortAndPortRemoval(t *testing.T) {
 	if _, err := s.Update(context.Background(), store.Services, upd); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, func() error {
+	storetest.Eventually(t, time.Second, func() error {
 		if c, err := net.DialTimeout("tcp", metricsAddr, time.Second); err == nil {
 			c.Close()
 			return fmt.Errorf("metrics port still listens")
@@ -352,7 +317,7 @@ func udpAsk(addr, msg string) (string, error) {
 }
 
 func TestUDP(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	startProxy(t, s, "")
 	clusterIP := "127.96.5.5"
 	pc, err := net.ListenPacket("udp", clusterIP+":0")
@@ -376,7 +341,7 @@ func TestUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort(clusterIP, strconv.Itoa(int(port)))
-	eventually(t, 3*time.Second, func() error { _, err := udpAsk(addr, "hi"); return err })
+	storetest.Eventually(t, 3*time.Second, func() error { _, err := udpAsk(addr, "hi"); return err })
 	seen := map[string]int{}
 	for i := 0; i < 4; i++ {
 		got, err := udpAsk(addr, "q")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,20 +102,4 @@ func newRuntime(t *testing.T, cfg Config) *Runtime {
 		t.Fatal(err)
 	}
 	return rt
-}
-
-// eventually polls f every 20ms until it returns nil or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/runtimes"
 )
 
@@ -182,7 +183,7 @@ func TestHTTPModel(t *testing.T) {
 		inflight <- string(b)
 	}()
 	pw.Write([]byte("first-"))
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if l := logOf(t, s); !strings.Contains(l, "echo: reading the body") {
 			return fmt.Errorf("log %q: the request has not reached the module", l)
 		}
@@ -191,7 +192,7 @@ func TestHTTPModel(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- rt.Stop(ctx, s.ID, 20*time.Second) }()
 	// The listeners close first: new connections are refused.
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		resp, err := http.Get(urls[1] + "/")
 		if err == nil {
 			resp.Body.Close()
@@ -236,7 +237,7 @@ func TestHTTPStopGraceExpires(t *testing.T) {
 		}
 	}()
 	pw.Write([]byte("never finished"))
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if l := logOf(t, s); !strings.Contains(l, "echo: reading the body") {
 			return fmt.Errorf("log %q: the request has not reached the module", l)
 		}
@@ -253,7 +254,7 @@ func TestHTTPStopGraceExpires(t *testing.T) {
 		t.Errorf("after Stop with requests cut: %+v, %v; want 137 Error", st, err)
 	}
 	// The handler logs the end of the instance it had to kill.
-	eventually(t, 10*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		if l := logOf(t, s); !strings.Contains(l, "instance ended by Cancel") {
 			return fmt.Errorf("log %q: the in-flight instance has not ended", l)
 		}

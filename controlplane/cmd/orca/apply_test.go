@@ -9,31 +9,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // TestApplyCreatesThenReplaces runs `orca apply` and `orca wait
 // --server-ready` against a real apiserver on embedded NATS.
 func TestApplyCreatesThenReplaces(t *testing.T) {
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	st, err := store.New(nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.NewStore(t)
 	api, err := apiserver.New(apiserver.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/wasm"
 )
 
@@ -33,11 +33,7 @@ func run(t *testing.T, args ...string) (string, error) {
 
 func moduleStore(t *testing.T) (string, *wasm.ModuleStore) {
 	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := storetest.StartNATS(t)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -6,35 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
-
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := store.New(nc, store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
 
 func TestPrepareCreate(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Repeat("x", 70), ResourceVersion: "5"}}
@@ -56,7 +36,7 @@ func TestPrepareCreate(t *testing.T) {
 }
 
 func TestDeletePod(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	ctx := context.Background()
 	mk := func(name, node string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
@@ -90,7 +70,7 @@ func TestDeletePod(t *testing.T) {
 }
 
 func TestClaim(t *testing.T) {
-	s := newStore(t)
+	s := storetest.NewStore(t)
 	ctx := context.Background()
 	owner := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "rs"}}
 	ctrlutil.PrepareCreate(owner)
