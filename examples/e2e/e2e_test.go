@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,7 +44,7 @@ func repoRoot(t *testing.T) string {
 type cluster struct {
 	store     *store.Store
 	server    string // apiserver URL
-	kubectl   func(args ...string) (string, error)
+	kubectlIn func(stdin string, args ...string) (string, error)
 	proxyAddr string // where the example Service is reachable through node-a's proxy
 }
 
@@ -67,7 +68,10 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules})
+	// A ServiceCIDR of its own, so the test's proxy does not collide with a
+	// `make run` on the same machine (127.96.0.0/16) or another test run.
+	cidr := fmt.Sprintf("127.%d.0.0/16", 100+os.Getpid()%100)
+	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules, ServiceCIDR: cidr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +140,9 @@ func startCluster(t *testing.T) *cluster {
 
 	home := t.TempDir()
 	c := &cluster{store: st, server: hs.URL}
-	c.kubectl = func(args ...string) (string, error) {
+	c.kubectlIn = func(stdin string, args ...string) (string, error) {
 		cmd := exec.Command(kubectlBin, append([]string{"--server=" + hs.URL, "--request-timeout=20s"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "none"))
 		cmd.Dir = repoRoot(t)
 		out, err := cmd.CombinedOutput()
@@ -146,13 +151,32 @@ func startCluster(t *testing.T) *cluster {
 	return c
 }
 
-func (c *cluster) mustKubectl(t *testing.T, args ...string) string {
+// freeNodePort returns a port in the NodePort range that nothing on
+// 127.0.0.1 listens on now.
+func freeNodePort(t *testing.T) int {
+	for p := 30000 + os.Getpid()%2000; p < 32767; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port in the NodePort range")
+	return 0
+}
+
+func (c *cluster) mustKubectlIn(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	out, err := c.kubectl(args...)
+	out, err := c.kubectlIn(stdin, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+func (c *cluster) mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	return c.mustKubectlIn(t, "", args...)
 }
 
 // readyPods lists the Ready, not-deleted pods of the example.
@@ -216,7 +240,14 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
 
-	c.mustKubectl(t, "apply", "--validate=false", "-f", "examples/hello-wasm/app.yaml")
+	// The example as a user applies it, on a free NodePort instead of its
+	// fixed 30080 (which a `make run` on this machine may hold).
+	manifest, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "hello-wasm", "app.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest = bytes.Replace(manifest, []byte("nodePort: 30080"), []byte(fmt.Sprintf("nodePort: %d", freeNodePort(t))), 1)
+	c.mustKubectlIn(t, string(manifest), "apply", "-f", "-")
 	pods := c.waitReady(t, 3)
 	nodes := map[string]bool{}
 	for _, p := range pods {
