@@ -26,8 +26,9 @@ FORCE:
 # Builds everything, starts orca-server (embedded NATS) and one orca-agent
 # with data under $(RUNDIR)/, deploys examples/hello-wasm and prints where to
 # look. Runs until Ctrl-C.
-run: build
-	@RUNDIR=$(RUNDIR) bash deploy/dev/run.sh
+# The script checks its ports first, then builds.
+run:
+	@RUNDIR=$(RUNDIR) MAKE=$(MAKE) bash deploy/dev/run.sh
 
 # Unit, integration and end-to-end tests (real NATS, real wazero, real kubectl).
 test:

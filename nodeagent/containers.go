@@ -129,6 +129,13 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 	}
 	startKey := key + "_start"
 	if !c.startFailAt.IsZero() && w.m.backoff.IsInBackOffSince(startKey, c.startFailAt) {
+		if c.waiting != nil && c.waiting.Reason == "ErrImagePull" {
+			// As the kubelet: after a failed pull, the container waits in
+			// ImagePullBackOff until the next attempt.
+			c.waiting = &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+				Message: fmt.Sprintf("Back-off pulling image %q", c.spec.Image)}
+			w.event(c, corev1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.spec.Image))
+		}
 		w.after(c.startFailAt.Add(w.m.backoff.Get(startKey)))
 		return
 	}
@@ -140,7 +147,12 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		c.waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}
 		c.startFailAt = time.Now()
 		w.m.backoff.Next(startKey, c.startFailAt)
-		w.after(c.startFailAt.Add(w.m.backoff.Get(startKey)))
+		d := w.m.backoff.Get(startKey)
+		w.after(c.startFailAt.Add(d))
+		if reason == "ErrImagePull" {
+			// Sync once more during the back-off to show ImagePullBackOff.
+			w.after(c.startFailAt.Add(min(time.Second, d/2)))
+		}
 		w.a.log.Warn("start container failed", "pod", w.key(), "container", c.name, "reason", reason, "err", err)
 		w.event(c, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 	}
@@ -156,11 +168,11 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		st, err = w.rt.Start(ctx, spec)
 	}
 	if err != nil {
-		reason := "RunContainerError"
 		if errors.Is(err, runtimes.ErrImage) {
-			reason = "ErrImagePull"
+			failed("ErrImagePull", fmt.Errorf("failed to pull image %q: %w", c.spec.Image, err))
+			return
 		}
-		failed(reason, fmt.Errorf("start container %s of pod %s: %w", c.name, w.key(), err))
+		failed("RunContainerError", fmt.Errorf("start container %s of pod %s: %w", c.name, w.key(), err))
 		return
 	}
 	w.m.backoff.Reset(startKey)

@@ -316,6 +316,13 @@ func TestImagePullError(t *testing.T) {
 		}
 		return nil
 	})
+	// Between attempts the container waits in ImagePullBackOff, as with the kubelet.
+	e.waitPod("default", "badimg", 5*time.Second, func(p *corev1.Pod) error {
+		if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, `Back-off pulling image "bad-image"`) {
+			return fmt.Errorf("waiting %+v", w)
+		}
+		return nil
+	})
 }
 
 func TestRuntimeClassSelectsRuntime(t *testing.T) {

@@ -290,3 +290,49 @@ func TestPatch(t *testing.T) {
 		t.Errorf("selector change: %d %s", code, body)
 	}
 }
+
+func TestProbeDefaults(t *testing.T) {
+	e := newEnv(t)
+	p := podJSON("probed")
+	c := p["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	c["readinessProbe"] = map[string]any{"httpGet": map[string]any{"port": 8080}}
+	c["livenessProbe"] = map[string]any{"tcpSocket": map[string]any{"port": 8080}, "periodSeconds": 3}
+	var created corev1.Pod
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", p, &created)
+	r, l := created.Spec.Containers[0].ReadinessProbe, created.Spec.Containers[0].LivenessProbe
+	if r.TimeoutSeconds != 1 || r.PeriodSeconds != 10 || r.SuccessThreshold != 1 || r.FailureThreshold != 3 ||
+		r.HTTPGet.Path != "/" || r.HTTPGet.Scheme != corev1.URISchemeHTTP {
+		t.Errorf("readiness probe defaults: %+v %+v", r.ProbeHandler.HTTPGet, r)
+	}
+	if l.PeriodSeconds != 3 || l.FailureThreshold != 3 {
+		t.Errorf("liveness probe: set period kept, defaults filled: %+v", l)
+	}
+}
+
+func TestEventTable(t *testing.T) {
+	e := newEnv(t)
+	ev := map[string]any{
+		"apiVersion": "v1", "kind": "Event",
+		"metadata":       map[string]any{"name": "web-1.abc"},
+		"involvedObject": map[string]any{"kind": "Pod", "name": "web-1", "namespace": "default"},
+		"reason":         "Started", "message": "Started container web", "type": "Normal", "count": 2,
+		"source": map[string]any{"component": "kubelet", "host": "edge-1"},
+	}
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/events", "application/json", ev, nil)
+	code, body := e.doAccept("GET", "/api/v1/namespaces/default/events", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	if code != http.StatusOK {
+		t.Fatalf("table: %d %s", code, body)
+	}
+	var tbl metav1.Table
+	if err := json.Unmarshal(body, &tbl); err != nil || len(tbl.Rows) != 1 {
+		t.Fatalf("table: %v %s", err, body)
+	}
+	var names []string
+	for _, c := range tbl.ColumnDefinitions {
+		names = append(names, c.Name)
+	}
+	row := fmt.Sprint(tbl.Rows[0].Cells)
+	if strings.Join(names[:5], ",") != "Last Seen,Type,Reason,Object,Message" || !strings.Contains(row, "Normal Started pod/web-1 Started container web kubelet, edge-1 2") {
+		t.Errorf("event table: columns %v row %s", names, row)
+	}
+}

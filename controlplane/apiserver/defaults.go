@@ -157,6 +157,38 @@ func defaultContainer(c *corev1.Container) {
 			c.Ports[i].Protocol = corev1.ProtocolTCP
 		}
 	}
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+		defaultProbe(p)
+	}
+}
+
+// defaultProbe sets a probe's defaults as Kubernetes' SetDefaults_Probe and
+// SetDefaults_HTTPGetAction do: timeout 1 s, period 10 s, success
+// threshold 1, failure threshold 3, HTTP scheme and path "/".
+func defaultProbe(p *corev1.Probe) {
+	if p == nil {
+		return
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = 1
+	}
+	if p.PeriodSeconds == 0 {
+		p.PeriodSeconds = 10
+	}
+	if p.SuccessThreshold == 0 {
+		p.SuccessThreshold = 1
+	}
+	if p.FailureThreshold == 0 {
+		p.FailureThreshold = 3
+	}
+	if g := p.HTTPGet; g != nil {
+		if g.Path == "" {
+			g.Path = "/"
+		}
+		if g.Scheme == "" {
+			g.Scheme = corev1.URISchemeHTTP
+		}
+	}
 }
 
 // defaultPullPolicy is Always for an image without a tag or tagged

@@ -137,3 +137,20 @@ func (e *env) must(want int, method, path, contentType string, body any, into an
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// doAccept sends a GET-style request without a body and with an Accept header.
+func (e *env) doAccept(method, path, accept string) (int, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := e.http.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}

@@ -64,6 +64,12 @@ func (s *Server) table(r store.Resource, objs []store.Object, rv, version, inclu
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{nameCol, col("Status", "string", "The status of the namespace.", 0), ageCol}
 	case "RuntimeClass":
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{nameCol, col("Handler", "string", "The handler of the runtime class.", 0), ageCol}
+	case "Event":
+		t.ColumnDefinitions = []metav1.TableColumnDefinition{col("Last Seen", "string", "Time when this Event was last seen.", 0),
+			col("Type", "string", "Type of this event (Normal, Warning).", 0), col("Reason", "string", "Why the action was taken.", 0),
+			col("Object", "string", "The object this Event is about.", 0), col("Message", "string", "A human-readable description of the status of this operation.", 0),
+			col("Source", "string", "The component reporting this event.", 1), col("Count", "integer", "The number of times this event has occurred.", 1),
+			nameCol}
 	default:
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{nameCol, ageCol}
 	}
@@ -106,6 +112,24 @@ func orNone(s string) string {
 // cells returns a row's cells in the order of table's columns.
 func cells(o store.Object) []any {
 	switch x := o.(type) {
+	case *corev1.Event:
+		last := x.LastTimestamp.Time
+		if last.IsZero() {
+			last = x.EventTime.Time
+		}
+		if last.IsZero() {
+			last = x.CreationTimestamp.Time
+		}
+		seen := "<unknown>"
+		if !last.IsZero() {
+			seen = duration.HumanDuration(time.Since(last))
+		}
+		object := strings.ToLower(x.InvolvedObject.Kind) + "/" + x.InvolvedObject.Name
+		source := x.Source.Component
+		if x.Source.Host != "" {
+			source += ", " + x.Source.Host
+		}
+		return []any{seen, x.Type, x.Reason, object, strings.TrimSpace(x.Message), orNone(source), max(x.Count, 1), x.Name}
 	case *corev1.Pod:
 		ready, restarts := 0, int32(0)
 		for _, cs := range x.Status.ContainerStatuses {

@@ -14,23 +14,31 @@ API=127.0.0.1:6443
 NATS=127.0.0.1:4222
 NODEPORT=30080
 SERVER="http://$API"
-t0=$(date +%s%N)
+t_make=$(date +%s%N)
+t0=$t_make
 ms() { echo $(( ($(date +%s%N) - t0) / 1000000 )); }
 
 port_in_use() { (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; }
+busy=()
 for addr in "$API" "$NATS" "127.0.0.1:$NODEPORT"; do
-  if port_in_use "$addr"; then
-    echo "make run: $addr is already in use (another 'make run' or program?). Stop it and try again." >&2
-    exit 1
-  fi
+  port_in_use "$addr" && busy+=("$addr")
 done
+if [ ${#busy[@]} -gt 0 ]; then
+  echo "make run: ${busy[*]} already in use (another 'make run' or program?). Stop it and try again." >&2
+  exit 1
+fi
 
+${MAKE:-make} --no-print-directory build
+t0=$(date +%s%N)
 mkdir -p "$RUNDIR"
+for f in server agent; do # keep the previous run's logs
+  [ -f "$RUNDIR/$f.log" ] && mv "$RUNDIR/$f.log" "$RUNDIR/$f.log.1"
+done
 pids=()
 cleanup() {
   trap - EXIT INT TERM
   echo
-  echo "stopping orca (logs stay in $RUNDIR/*.log)..."
+  echo "stopping orca (logs stay in $RUNDIR/*.log; the previous run's in *.log.1)..."
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   exit "${1:-0}"
@@ -86,7 +94,7 @@ KUBE
 
 cat <<MSG
 
-== orca is running ($(ms) ms from start to first response) ==
+== orca is running: first response $(( ($(date +%s%N) - t_make) / 1000000 )) ms after 'make run' began, $(ms) ms after the build ==
 Response from a WASM pod through the service proxy (http://127.0.0.1:$NODEPORT):
   $resp
 

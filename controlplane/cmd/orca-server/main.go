@@ -113,7 +113,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	nc, err := nats.Connect(url, nats.Name("orca-server"), nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn("NATS disconnected", "err", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: we closed the connection ourselves
+				slog.Warn("NATS disconnected", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }))
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", url, err)
@@ -136,7 +140,6 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		g.Go(func() error { return api.Run(ctx) })
-		slog.Info("apiserver listening", "addr", "http://"+o.apiAddr)
 	}
 	if o.scheduler {
 		sched, err := scheduler.New(scheduler.Config{Store: st})

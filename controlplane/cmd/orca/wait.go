@@ -32,13 +32,14 @@ func newWaitCmd() *cobra.Command {
 				check = func() (bool, string) { return podsReady(srv, namespace, selector, count) }
 			}
 			var last string
+			quietUntil := time.Now().Add(time.Second) // a server just started needs a moment
 			for {
 				ok, msg := check()
 				if ok {
 					fmt.Fprintln(cmd.OutOrStdout(), msg)
 					return nil
 				}
-				if msg != last {
+				if msg != last && time.Now().After(quietUntil) {
 					fmt.Fprintln(cmd.ErrOrStderr(), "  waiting:", msg)
 					last = msg
 				}

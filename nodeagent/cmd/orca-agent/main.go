@@ -68,7 +68,7 @@ func run(ctx context.Context, o options) error {
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("node", o.nodeName))
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
 	labels := map[string]string{}
 	for _, kv := range o.labels {
 		k, v, ok := strings.Cut(kv, "=")
@@ -81,7 +81,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	nc, err := nats.Connect(o.natsURL, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn("NATS disconnected; pods keep running", "err", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: we closed the connection ourselves
+				slog.Warn("NATS disconnected; pods keep running", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }))
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.natsURL, err)
@@ -114,5 +118,6 @@ func run(ctx context.Context, o options) error {
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
+	slog.Info("orca-agent stopped", "node", o.nodeName)
 	return err
 }
