@@ -62,7 +62,41 @@ func New(nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.WatchCacheEvents <= 0 {
 		cfg.WatchCacheEvents = 4096
 	}
-	return &Store{nc: nc, js: js, cfg: cfg, kvs: map[string]jetstream.KeyValue{}, caches: map[string]*watchCache{}}, nil
+	s := &Store{nc: nc, js: js, cfg: cfg, kvs: map[string]jetstream.KeyValue{}, caches: map[string]*watchCache{}}
+	// After a reconnect the NATS server may have restarted and lost the
+	// watch caches' consumers; their ordered consumers would notice only
+	// after missed heartbeats (seconds). Restart the caches at once: watches
+	// end, informers resume (or relist on 410) against fresh caches.
+	prev := nc.Opts.ReconnectedCB
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		if prev != nil {
+			prev(c)
+		}
+		s.resetCaches()
+	})
+	return s, nil
+}
+
+// resetCaches stops every watch cache; the next List or Watch starts a new one.
+func (s *Store) resetCaches() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.caches {
+		c.stop()
+		delete(s.caches, k)
+	}
+}
+
+// checkSize fails with 413 RequestEntityTooLarge when an encoded object
+// does not fit in one NATS message (the server's max_payload, 1 MiB by
+// default), as Kubernetes refuses objects etcd cannot store.
+func (s *Store) checkSize(r Resource, obj Object, data []byte) error {
+	// Leave room for the subject and headers of the KV message.
+	if limit := s.nc.MaxPayload() - 4096; int64(len(data)) > limit {
+		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("%s %s/%s is %d bytes encoded; the limit is %d bytes (the NATS server's max_payload)",
+			r.Kind, obj.GetNamespace(), obj.GetName(), len(data), limit))
+	}
+	return nil
 }
 
 // JetStream returns the JetStream context the store uses (for the object store).
@@ -72,14 +106,7 @@ func (s *Store) JetStream() jetstream.JetStream { return s.js }
 func (s *Store) Conn() *nats.Conn { return s.nc }
 
 // Close stops every watch cache. The NATS connection stays open.
-func (s *Store) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, c := range s.caches {
-		c.stop()
-		delete(s.caches, k)
-	}
-}
+func (s *Store) Close() { s.resetCaches() }
 
 // bucket returns the KV bucket of r, creating it when missing.
 func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, error) {
@@ -173,7 +200,8 @@ func (s *Store) Get(ctx context.Context, r Resource, namespace, name string) (Ob
 }
 
 // Create stores a new object and returns it with its resourceVersion set.
-// Returns AlreadyExists when the key holds an object.
+// Returns AlreadyExists when the key holds an object, and
+// RequestEntityTooLarge (413) when it does not fit in a NATS message.
 func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, error) {
 	kv, err := s.bucket(ctx, r)
 	if err != nil {
@@ -181,6 +209,9 @@ func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, err
 	}
 	data, err := Encode(r, obj)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(r, obj, data); err != nil {
 		return nil, err
 	}
 	rev, err := kv.Create(ctx, s.key(r, obj.GetNamespace(), obj.GetName()), data)
@@ -211,6 +242,9 @@ func (s *Store) Update(ctx context.Context, r Resource, obj Object) (Object, err
 	}
 	data, err := Encode(r, obj)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(r, obj, data); err != nil {
 		return nil, err
 	}
 	key := s.key(r, obj.GetNamespace(), obj.GetName())

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,5 +292,28 @@ func TestFilteredWatchSeesOnlyItsKeys(t *testing.T) {
 	}
 	if ev := <-w.Events(); ev.Type != watch.Bookmark {
 		t.Fatalf("want only node-1's pod, then bookmark; got %v %v", ev.Type, ev.Object)
+	}
+}
+
+func TestTooLargeObjectIs413AndNotStored(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "big"},
+		Data: map[string]string{"k": strings.Repeat("x", 1100000)}}
+	if _, err := s.Create(ctx, store.ConfigMaps, big); !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Fatalf("create of 1.1 MB: want 413, got %v", err)
+	}
+	if _, err := s.Get(ctx, store.ConfigMaps, "default", "big"); !apierrors.IsNotFound(err) {
+		t.Fatalf("after refused create: want NotFound, got %v", err)
+	}
+	big.Data["k"] = "small"
+	created, err := s.Create(ctx, store.ConfigMaps, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := created.(*corev1.ConfigMap)
+	cm.Data["k"] = strings.Repeat("y", 2000000)
+	if _, err := s.Update(ctx, store.ConfigMaps, cm); !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Fatalf("update to 2 MB: want 413, got %v", err)
 	}
 }
