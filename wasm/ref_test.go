@@ -1,6 +1,8 @@
 package wasm
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -43,6 +45,22 @@ func TestCheckBinary(t *testing.T) {
 	for _, b := range [][]byte{nil, []byte("\x00asm"), []byte("\x00asm\x02\x00\x00\x00"), []byte("#!/bin/sh\necho hi\n")} {
 		if err := CheckBinary(b); err == nil {
 			t.Errorf("CheckBinary(%q) = nil, want error", b)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ctx := context.Background()
+	if err := Validate(ctx, guestData.job); err != nil {
+		t.Errorf("job guest: %v", err)
+	}
+	for name, b := range map[string][]byte{
+		"not wasm":    []byte("#!/bin/sh\necho hi\n"),
+		"truncated":   guestData.job[:1000],
+		"bad section": append(append([]byte{}, wasmMagic...), 0x00, 0x01, 0x02),
+	} {
+		if err := Validate(ctx, b); !errors.Is(err, ErrInvalidModule) {
+			t.Errorf("Validate(%s) = %v, want ErrInvalidModule", name, err)
 		}
 	}
 }

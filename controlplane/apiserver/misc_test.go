@@ -18,6 +18,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/wasm"
 )
 
 func TestServiceAllocation(t *testing.T) {
@@ -316,5 +317,31 @@ func TestPodLogFollowCancel(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("no cancel message after the client left")
+	}
+}
+
+// TestModulePushValidates pushes through the real module store: bytes that
+// are not a module, or a truncated one, are 422 and store nothing.
+func TestModulePushValidates(t *testing.T) {
+	e := newEnv(t)
+	ms, err := wasm.NewModuleStore(context.Background(), e.st.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEnv(t, withConfig(func(c *Config) { c.Modules = ms }))
+	// The smallest valid module: preamble only.
+	var resp ModuleResponse
+	e2.must(http.StatusCreated, "PUT", "/apis/orca.dev/v1/wasmmodules/empty%3Av1", "application/wasm", []byte("\x00asm\x01\x00\x00\x00"), &resp)
+	for name, body := range map[string][]byte{
+		"text":      []byte("hello, not wasm"),
+		"truncated": []byte("\x00asm\x01\x00\x00\x00\x01\x7f"), // a type section that claims 127 bytes
+	} {
+		code, out := e2.do("PUT", "/apis/orca.dev/v1/wasmmodules/"+name+"%3Av1", "application/wasm", body)
+		if code != http.StatusUnprocessableEntity || decodeStatus(t, out).Reason != metav1.StatusReasonInvalid {
+			t.Errorf("push %s: %d %s, want 422 Invalid", name, code, out)
+		}
+		if _, err := ms.Resolve(context.Background(), name+":v1"); err == nil {
+			t.Errorf("push %s: refused module is resolvable", name)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/orca-edge/orca/wasm"
 )
 
 // MaxModuleBytes bounds a pushed WASM module: 64 MiB.
@@ -28,7 +31,8 @@ type ModuleResponse struct {
 // PUT /apis/orca.dev/v1/wasmmodules/<name> (name URL-escaped, such as
 // hello-wasm%3Av1) with the raw module as body (at most 64 MiB, else 413),
 // which stores it through Config.Modules and answers 201
-// {"name":..., "digest":"sha256:..."}. A malformed name is 422; without a
+// {"name":..., "digest":"sha256:..."}. A malformed name, or bytes that are
+// not a valid module (wasm.ErrInvalidModule), is 422; without a
 // ModulePusher the push is 503.
 func (s *Server) orcaAPI(c echo.Context) error {
 	segs := splitPath(c.Request().URL.EscapedPath())
@@ -65,6 +69,10 @@ func (s *Server) orcaAPI(c echo.Context) error {
 		}
 		if _, ok := err.(apierrors.APIStatus); ok {
 			return err
+		}
+		if errors.Is(err, wasm.ErrInvalidModule) {
+			return apierrors.NewInvalid(schema.GroupKind{Group: orcaGroup, Kind: "WasmModule"}, name, field.ErrorList{
+				field.Invalid(field.NewPath("body"), "<module bytes>", err.Error())})
 		}
 		return apierrors.NewInternalError(fmt.Errorf("push module %s: %w", name, err))
 	}
