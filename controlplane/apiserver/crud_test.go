@@ -115,6 +115,13 @@ func TestErrors(t *testing.T) {
 			"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}}}}}
 	otherNS := podJSON("p")
 	otherNS["metadata"].(map[string]any)["namespace"] = "kube-system"
+	dupSvc := map[string]any{"metadata": map[string]any{"name": "dup"}, "spec": map[string]any{"ports": []any{
+		map[string]any{"name": "a", "port": 80}, map[string]any{"name": "b", "port": 80}}}}
+	deploy := map[string]any{"metadata": map[string]any{"name": "web"}, "spec": map[string]any{
+		"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+		"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+			"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}}}}}
+	e.must(http.StatusCreated, "POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", deploy, nil)
 	big := podJSON("big")
 	big["metadata"].(map[string]any)["annotations"] = map[string]any{"a": strings.Repeat("x", 70<<10)}
 
@@ -146,6 +153,9 @@ func TestErrors(t *testing.T) {
 		{"bad field selector", "GET", pods + "?fieldSelector=spec.bogus%3Dx", "", nil, 400, metav1.StatusReasonBadRequest, ""},
 		{"bad label selector", "GET", pods + "?labelSelector=a%20in%20(", "", nil, 400, metav1.StatusReasonBadRequest, ""},
 		{"server-side apply", "PATCH", pods + "/exists", "application/apply-patch+yaml", "metadata: {}", 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"duplicate service port", "POST", "/api/v1/namespaces/default/services", "application/json", dupSvc, 422, metav1.StatusReasonInvalid, "spec.ports[1]"},
+		{"bad list resourceVersion", "GET", pods + "?resourceVersion=abc", "", nil, 400, metav1.StatusReasonBadRequest, ""},
+		{"negative scale", "PUT", "/apis/apps/v1/namespaces/default/deployments/web/scale", "application/json", map[string]any{"metadata": map[string]any{"name": "web"}, "spec": map[string]any{"replicas": -1}}, 422, metav1.StatusReasonInvalid, "spec.replicas"},
 		{"bad namespace name", "POST", "/api/v1/namespaces", "application/json", map[string]any{"metadata": map[string]any{"name": "a.b"}}, 422, metav1.StatusReasonInvalid, "metadata.name"},
 	}
 	for _, tc := range tests {

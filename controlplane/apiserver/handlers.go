@@ -55,6 +55,11 @@ func (s *Server) list(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	// Lists are always served at the latest revision (as resourceVersion=""
+	// in Kubernetes), but a malformed resourceVersion is still a 400.
+	if _, err := store.ParseResourceVersion(q.Get("resourceVersion")); err != nil {
+		return err
+	}
 	objs, rev, err := s.st.List(c.Request().Context(), ri.res, ri.namespace)
 	if err != nil {
 		return err

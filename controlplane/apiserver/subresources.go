@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -122,7 +124,8 @@ func (s *Server) scale(c echo.Context, ri reqInfo) error {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("decode Scale: %v", err))
 		}
 		if want.Spec.Replicas < 0 {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("scale %s %s/%s: spec.replicas must be >= 0, got %d", ri.res.Kind, ri.namespace, ri.name, want.Spec.Replicas))
+			return nil, apierrors.NewInvalid(schema.GroupKind{Group: "autoscaling", Kind: "Scale"}, ri.name, field.ErrorList{
+				field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
 		}
 		replicas := want.Spec.Replicas
 		switch o := cur.(type) {

@@ -266,8 +266,19 @@ func validateService(svc *corev1.Service) field.ErrorList {
 		errs = append(errs, field.Required(p.Child("ports"), ""))
 	}
 	names := sets.New[string]()
+	type portProto struct {
+		port     int32
+		protocol corev1.Protocol
+	}
+	seen := sets.New[portProto]()
 	for i, port := range sp.Ports {
 		pp := p.Child("ports").Index(i)
+		// As Kubernetes' ValidateService: one port number per protocol.
+		if key := (portProto{port.Port, port.Protocol}); seen.Has(key) {
+			errs = append(errs, field.Duplicate(pp, fmt.Sprintf("%d/%s", port.Port, port.Protocol)))
+		} else {
+			seen.Insert(key)
+		}
 		if len(sp.Ports) > 1 && port.Name == "" {
 			errs = append(errs, field.Required(pp.Child("name"), "must be specified when there is more than one port"))
 		}
