@@ -150,8 +150,15 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-// podLogDir is <DataDir>/pods/<ns>_<name>_<uid>.
+// podLogDir is <DataDir>/pods/<ns>_<name>_<uid>, as the kubelet's
+// /var/log/pods. A pod name may be 253 bytes, which with the namespace and
+// uid passes the 255-byte limit of a file name: the name is then cut to
+// what fits (the uid keeps the directory unique).
 func (a *Agent) podLogDir(ns, name string, uid types.UID) string {
+	const maxFileName = 255
+	if over := len(ns) + len(name) + len(uid) + 2 - maxFileName; over > 0 {
+		name = name[:len(name)-over]
+	}
 	return filepath.Join(a.podsDir(), ns+"_"+name+"_"+string(uid))
 }
 

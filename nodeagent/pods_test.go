@@ -533,3 +533,13 @@ func TestAgentRestartAdoptsTasks(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLongPodNameRuns: a 253-character pod name (the longest valid one)
+// still gets a log directory and runs.
+func TestLongPodNameRuns(t *testing.T) {
+	e := newEnv(t)
+	e.agent("n1", nil)
+	long := strings.Repeat("a", 253)
+	e.pod("n1", simplePod(long, "sleep", corev1.RestartPolicyAlways))
+	e.waitPod("default", long, 5*time.Second, phaseIs(corev1.PodRunning))
+}
