@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
@@ -74,7 +76,8 @@ func (i *Informer) AddHandler(h Handler) {
 	}
 }
 
-// Run lists and watches until ctx ends.
+// Run lists and watches until ctx ends or the store's NATS connection is
+// closed for good.
 func (i *Informer) Run(ctx context.Context) {
 	backoff := workqueue.DefaultTypedControllerRateLimiter[string]()
 	for ctx.Err() == nil {
@@ -87,6 +90,9 @@ func (i *Informer) Run(ctx context.Context) {
 			i.rev = 0
 			i.mu.Unlock()
 			continue
+		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return // the connection was closed on purpose: nothing to watch any more
 		}
 		if err != nil {
 			d := backoff.When("watch")

@@ -317,3 +317,31 @@ func TestTooLargeObjectIs413AndNotStored(t *testing.T) {
 		t.Fatalf("update to 2 MB: want 413, got %v", err)
 	}
 }
+
+func TestWatchFromAheadSkipsEarlierEvents(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := s.Create(ctx, store.Pods, pod("default", "p0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := mustRV(t, first) + 2
+	w, err := s.Watch(ctx, store.Pods, "", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := s.Create(ctx, store.Pods, pod("default", fmt.Sprintf("p%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case ev := <-w.Events():
+		if ev.Revision != from+1 || ev.Object.GetName() != "p3" {
+			t.Fatalf("first event after %d: %s at %d, want p3 at %d", from, ev.Object.GetName(), ev.Revision, from+1)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
+}

@@ -247,7 +247,7 @@ func (c *watchCache) watch(ctx context.Context, namespace string, fromRV uint64)
 	if c.stopped() {
 		return nil, errors.New("store: watch cache stopped")
 	}
-	w := &Watcher{namespace: namespace, ch: make(chan Event), wake: make(chan struct{}, 1), done: make(chan struct{}), cache: c}
+	w := &Watcher{namespace: namespace, from: fromRV, ch: make(chan Event), wake: make(chan struct{}, 1), done: make(chan struct{}), cache: c}
 	switch {
 	case fromRV == 0:
 		for _, o := range c.snapshotLocked(namespace) {
@@ -280,6 +280,7 @@ func (c *watchCache) remove(w *Watcher) {
 // Watcher delivers a watch's events in revision order on Events().
 type Watcher struct {
 	namespace string
+	from      uint64 // events at or before this revision are not sent
 	cache     *watchCache
 	ch        chan Event
 	wake      chan struct{}
@@ -303,7 +304,7 @@ func (w *Watcher) close() { w.closeOnce.Do(func() { close(w.done) }) }
 
 // send queues ev; cache.mu is held.
 func (w *Watcher) send(ev Event) {
-	if w.namespace != "" && ev.Object.GetNamespace() != w.namespace {
+	if (w.namespace != "" && ev.Object.GetNamespace() != w.namespace) || ev.Revision <= w.from {
 		return
 	}
 	w.mu.Lock()
