@@ -70,7 +70,7 @@ func (m *ModuleStore) Push(ctx context.Context, name string, r io.Reader) (strin
 	if len(data) > MaxModuleBytes {
 		return "", fmt.Errorf("push module %s: larger than %d bytes", ref, MaxModuleBytes)
 	}
-	if err := Validate(ctx, data); err != nil {
+	if err := Validate(data); err != nil {
 		return "", fmt.Errorf("push module %s: %w", ref, err)
 	}
 	digest := Digest(data)

@@ -1,7 +1,6 @@
 package wasm
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -50,16 +49,16 @@ func TestCheckBinary(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ctx := context.Background()
-	if err := Validate(ctx, guestData.job); err != nil {
+	if err := Validate(guestData.job); err != nil {
 		t.Errorf("job guest: %v", err)
 	}
 	for name, b := range map[string][]byte{
-		"not wasm":    []byte("#!/bin/sh\necho hi\n"),
-		"truncated":   guestData.job[:1000],
-		"bad section": append(append([]byte{}, wasmMagic...), 0x00, 0x01, 0x02),
+		"not wasm":        []byte("#!/bin/sh\necho hi\n"),
+		"truncated":       guestData.job[:1000],
+		"unknown section": append(append([]byte{}, wasmMagic...), 0x2a, 0x01, 0x00),
+		"bad size":        append(append([]byte{}, wasmMagic...), 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
 	} {
-		if err := Validate(ctx, b); !errors.Is(err, ErrInvalidModule) {
+		if err := Validate(b); !errors.Is(err, ErrInvalidModule) {
 			t.Errorf("Validate(%s) = %v, want ErrInvalidModule", name, err)
 		}
 	}
