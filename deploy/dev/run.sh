@@ -3,7 +3,7 @@
 #
 # Starts orca-server (embedded NATS on 127.0.0.1:4222, apiserver on
 # 127.0.0.1:6443) and one orca-agent, with all data under $RUNDIR (default
-# .run/, git-ignored), pushes the example's WASM module, applies its
+# .run/, git-ignored, emptied first unless ORCA_KEEP_STATE=1), pushes the example's WASM module, applies its
 # Deployment and Service, waits until the 3 pods are Ready, fetches a
 # response through the service proxy (NodePort 30080) and prints where to
 # look. Ctrl-C stops everything it started.
@@ -34,6 +34,11 @@ mkdir -p "$RUNDIR"
 for f in server agent; do # keep the previous run's logs
   [ -f "$RUNDIR/$f.log" ] && mv "$RUNDIR/$f.log" "$RUNDIR/$f.log.1"
 done
+# Each run starts from an empty cluster, so the demo is the same every
+# time; ORCA_KEEP_STATE=1 keeps the previous run's cluster state instead.
+if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
+  rm -rf "$RUNDIR/server" "$RUNDIR/agent"
+fi
 pids=()
 cleanup() {
   trap - EXIT INT TERM
