@@ -120,7 +120,7 @@ func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, err
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      r.Bucket(),
-			Description: "orca " + r.Kind + " objects, keyed <namespace>.<name>",
+			Description: bucketDescription(r),
 			History:     1,
 			Storage:     jetstream.FileStorage,
 			Replicas:    s.cfg.Replicas,
@@ -133,6 +133,17 @@ func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, err
 	s.kvs[r.Bucket()] = kv
 	s.mu.Unlock()
 	return kv, nil
+}
+
+func bucketDescription(r Resource) string {
+	switch {
+	case r.Projection:
+		return "orca " + r.Kind + " objects per node, keyed <node>.<namespace>.<name> (a projection of " + Pods.Plural + ")"
+	case r.Namespaced:
+		return "orca " + r.Kind + " objects, keyed <namespace>.<name>"
+	default:
+		return "orca " + r.Kind + " objects, keyed <name>"
+	}
 }
 
 // Encode returns the stored form of obj: its JSON with apiVersion and kind

@@ -2,9 +2,9 @@
 # `make run`: start orca on this machine and deploy examples/hello-wasm.
 #
 # Starts orca-server (embedded NATS on 127.0.0.1:4222, apiserver on
-# 127.0.0.1:6443) and one orca-agent, with all data under $RUNDIR (default
-# .run/, git-ignored, emptied first unless ORCA_KEEP_STATE=1), pushes the example's WASM module, applies its
-# Deployment and Service, waits until the 3 pods are Ready, fetches a
+# 127.0.0.1:6443) and one orca-agent, with all data under $RUNDIR
+# (default .run/, git-ignored, emptied first unless ORCA_KEEP_STATE=1),
+# pushes the example's WASM module, applies its Deployment and Service, waits until the 3 pods are Ready, fetches a
 # response through the service proxy (NodePort 30080) and prints where to
 # look. Ctrl-C stops everything it started.
 set -euo pipefail
