@@ -195,9 +195,13 @@ func (a *Agent) syncNode(ctx context.Context, labels bool) error {
 	})
 }
 
-// nodeStatusLoop refreshes the Node status every StatusInterval.
+// nodeStatusLoop checks the Node every HeartbeatInterval and posts its
+// status when the stored Ready condition is not True (the node lifecycle
+// controller set it Unknown during an outage) or its heartbeat is older
+// than StatusInterval, as the kubelet's status manager does with its
+// nodeStatusUpdateFrequency and nodeStatusReportFrequency.
 func (a *Agent) nodeStatusLoop(ctx context.Context) {
-	t := time.NewTicker(a.cfg.StatusInterval)
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -205,8 +209,25 @@ func (a *Agent) nodeStatusLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if !a.nodeStatusStale(ctx) {
+			continue
+		}
 		if err := a.syncNode(ctx, false); err != nil && ctx.Err() == nil {
 			a.log.Warn("node status update failed", "err", err)
 		}
 	}
+}
+
+// nodeStatusStale reports whether the stored Node needs a status post.
+func (a *Agent) nodeStatusStale(ctx context.Context) bool {
+	obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName)
+	if err != nil {
+		return true // missing (re-register) or unreadable: try a write
+	}
+	for _, c := range obj.(*corev1.Node).Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue || time.Since(c.LastHeartbeatTime.Time) >= a.cfg.StatusInterval
+		}
+	}
+	return true
 }

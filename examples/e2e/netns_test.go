@@ -25,13 +25,14 @@ import (
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
-// nodeMonitorGrace is orca-server's --node-monitor-grace-period in this
-// test: how long after n2's agent dies its node goes Unknown. It must be
-// longer than the agents' Lease renew period (nodeagent.Config's
-// HeartbeatInterval, 10 s, which orca-agent has no flag for): with a
-// shorter grace, such as 3 s, the node lifecycle controller marks the live
-// n1 Unknown between two renewals as well, and its pods NotReady.
-const nodeMonitorGrace = 15 * time.Second
+// nodeMonitorGrace is orca-server's --node-monitor-grace-period and
+// heartbeat orca-agent's --heartbeat-interval in this test: short, so a
+// killed agent's node goes Unknown quickly, with the heartbeat well under
+// the grace so live nodes never do.
+const (
+	nodeMonitorGrace = 3 * time.Second
+	heartbeat        = 500 * time.Millisecond
+)
 
 // hosts is a three-machine network made of Linux network namespaces: the
 // server namespace holds a bridge that veth pairs connect the two node
@@ -347,7 +348,8 @@ func TestNetnsThreeHosts(t *testing.T) {
 	agents := map[string]*exec.Cmd{}
 	for node, ns := range map[string]string{"n1": h.n1, "n2": h.n2} {
 		agents[node] = h.start(t, "orca-agent-"+node, ns, "orca-agent", "--nats-url", "nats://"+srvIP+":4222",
-			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy")
+			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
+			"--heartbeat-interval", heartbeat.String())
 	}
 
 	// Both nodes register with their own address and are Ready.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -32,6 +33,7 @@ type options struct {
 	proxy        bool
 	nodePortAddr string
 	labels       []string
+	heartbeat    time.Duration
 	logLevel     string
 }
 
@@ -54,6 +56,7 @@ func main() {
 	f.BoolVar(&o.proxy, "proxy", true, "run the L4 service proxy (ClusterIPs and NodePorts)")
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
+	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -108,7 +111,7 @@ func run(ctx context.Context, o options) error {
 	agent, err := nodeagent.New(nodeagent.Config{
 		Store: st, NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		Runtimes: []runtimes.Runtime{wz}, Labels: labels, Proxy: o.proxy,
-		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr,
+		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat,
 	})
 	if err != nil {
 		return err
