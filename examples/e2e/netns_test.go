@@ -298,7 +298,7 @@ func tail(file string, n int) string {
 // agent and checks its node goes Unknown and traffic stays on the other.
 func TestNetnsThreeHosts(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts processes in network namespaces; skipped with -short")
+		t.Skip("short mode: this test starts processes in network namespaces")
 	}
 	if _, err := exec.LookPath("ip"); os.Geteuid() != 0 || err != nil {
 		t.Skip("requires root and iproute2 (ip netns)")
