@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent/proxy"
 	"github.com/orca-edge/orca/runtimes"
@@ -81,7 +82,7 @@ type Agent struct {
 
 	pods     *podManager
 	logs     *liveLogs
-	recorder *recorder
+	recorder *events.Recorder
 
 	readyOnce sync.Once
 	ready     chan struct{}
@@ -137,7 +138,7 @@ func New(cfg Config) (*Agent, error) {
 	a.nodePods = store.NewInformer(cfg.Store, store.NodePods, store.WithFilter(store.EncodeName(cfg.NodeName)+".>"))
 	a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
 	a.logs = newLiveLogs()
-	a.recorder = newRecorder(cfg.Store, cfg.NodeName)
+	a.recorder = events.New(cfg.Store, "kubelet", cfg.NodeName)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
 		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, Logger: a.log})
@@ -177,7 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f() }()
 	}
-	goRun(func() { a.recorder.run(ctx) })
+	goRun(func() { a.recorder.Run(ctx) })
 	goRun(func() { a.leaseLoop(ctx) })
 	goRun(func() { a.nodeStatusLoop(ctx) })
 	if a.proxy != nil {

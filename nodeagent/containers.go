@@ -271,7 +271,7 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 // event records an Event about container c of the pod.
 func (w *podWorker) event(c *container, typ, reason, msg string) {
 	if w.pod != nil {
-		w.a.recorder.event(w.pod, c.name, typ, reason, msg)
+		w.a.recorder.Event(w.pod, "spec.containers{"+c.name+"}", typ, reason, msg)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
+	"github.com/orca-edge/orca/controlplane/controllers/eventttl"
 	"github.com/orca-edge/orca/controlplane/controllers/gc"
 	"github.com/orca-edge/orca/controlplane/controllers/namespace"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
@@ -40,6 +41,9 @@ type Config struct {
 	// Workers is the number of workers per controller. Default 2
 	// (nodepods uses at least nodepods.MinWorkers).
 	Workers int
+	// EventTTL is how long an Event lives after it was last seen.
+	// Default 1 h (kube-apiserver's --event-ttl).
+	EventTTL time.Duration
 }
 
 // Manager runs the controllers over shared informers.
@@ -91,6 +95,7 @@ func New(cfg Config) (*Manager, error) {
 		{gc.Name, wrap(gc.New(s, pods, rss, deployments, services, eps, leases, nodes, namespaces).Run)},
 		{namespace.Name, wrap(namespace.New(s, namespaces).Run)},
 		{podgc.Name, wrap(podgc.New(s, pods, nodes, cfg.NodeMonitorGracePeriod).Run)},
+		{eventttl.Name, wrap(eventttl.New(s, cfg.EventTTL).Run)},
 	}
 	return m, nil
 }

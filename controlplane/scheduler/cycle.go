@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,6 +137,7 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node string) erro
 	_, err := s.store.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
 	if err == nil {
 		s.log.Info("pod bound", "pod", key, "node", node)
+		s.events.Event(pod, "", corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s", key, node))
 		return nil
 	}
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/scheduler/framework"
 	"github.com/orca-edge/orca/controlplane/scheduler/nodeaffinity"
 	"github.com/orca-edge/orca/controlplane/scheduler/nodename"
@@ -96,6 +97,7 @@ type Scheduler struct {
 
 	pods, nodes, runtimeClasses *store.Informer
 	queue                       workqueue.TypedRateLimitingInterface[string]
+	events                      *events.Recorder
 
 	// mu guards the fields below. Never call an informer method while
 	// holding it: informers call the event handlers, which take mu, with
@@ -140,6 +142,7 @@ func New(cfg Config) (*Scheduler, error) {
 		runtimeClasses: store.NewInformer(cfg.Store, store.RuntimeClasses),
 		unschedulable:  map[string]string{},
 		assumed:        map[string]*corev1.Pod{},
+		events:         events.New(cfg.Store, cfg.Name, ""),
 	}
 	s.plugins = cfg.Plugins(s.lookupRuntimeClass)
 	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -173,6 +176,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.Run(ctx) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.events.Run(ctx) }()
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	for _, inf := range []*store.Informer{s.pods, s.nodes, s.runtimeClasses} {
 		if !inf.WaitForSync(ctx) {

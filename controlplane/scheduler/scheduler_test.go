@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -269,6 +270,27 @@ func TestUnschedulableUntilBiggerNode(t *testing.T) {
 	if len(cond) != 1 || cond[0].Status != corev1.ConditionTrue {
 		t.Fatalf("conditions after binding %+v, want only PodScheduled=True", cond)
 	}
+	// Events as kube-scheduler records them: FailedScheduling once per
+	// distinct message, then Scheduled.
+	storetest.Eventually(t, 5*time.Second, func() error {
+		objs, _, err := c.st.List(context.Background(), store.Events, "default")
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, o := range objs {
+			ev := o.(*corev1.Event)
+			if ev.InvolvedObject.Name == "big" && ev.Source.Component == "default-scheduler" {
+				got = append(got, ev.Reason+": "+ev.Message)
+			}
+		}
+		sort.Strings(got)
+		want := []string{"FailedScheduling: 0/2 nodes are available: 2 Insufficient cpu.", "FailedScheduling: 0/3 nodes are available: 3 Insufficient cpu.", "Scheduled: Successfully assigned default/big to large"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("events %q, want %q", got, want)
+		}
+		return nil
+	})
 
 	// The large node now has 2 of 4 cpus free: a second big pod fits, a
 	// third does not (the first two are counted even if the cache lags).

@@ -32,6 +32,9 @@ func (s *Scheduler) markUnschedulable(ctx context.Context, pod *corev1.Pod, fitE
 		s.queue.AddRateLimited(key)
 	}
 	s.log.Info("pod unschedulable", "pod", key, "reason", msg)
+	if !hasCondition(pod, msg) { // once per distinct message, as the condition
+		s.events.Event(pod, "", corev1.EventTypeWarning, "FailedScheduling", msg)
+	}
 	if err := s.setUnschedulableCondition(ctx, pod, msg); err != nil {
 		return errorf(pod, "record unschedulable status: %w", err)
 	}

@@ -38,6 +38,7 @@ type options struct {
 	scheduler   bool
 	controllers bool
 	nodeGrace   time.Duration
+	eventTTL    time.Duration
 	replicas    int
 	logLevel    string
 }
@@ -69,6 +70,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
 	f.BoolVar(&o.controllers, "controllers", true, "run the controllers")
 	f.DurationVar(&o.nodeGrace, "node-monitor-grace-period", 40*time.Second, "a node is Ready=Unknown when its Lease was not renewed for this long")
+	f.DurationVar(&o.eventTTL, "event-ttl", time.Hour, "how long Events are kept after they were last seen")
 	f.IntVar(&o.replicas, "replicas", 1, "stream replicas per KV bucket (3 on an external NATS cluster)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 
@@ -149,7 +151,7 @@ func run(ctx context.Context, o options) error {
 		g.Go(func() error { return sched.Run(ctx) })
 	}
 	if o.controllers {
-		cm, err := controllers.New(controllers.Config{Store: st, NodeMonitorGracePeriod: o.nodeGrace})
+		cm, err := controllers.New(controllers.Config{Store: st, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,110 @@
+// Package events records core/v1 Events, as client-go's record package
+// does for Kubernetes components, written through the store: the node agent
+// (source "kubelet"), the scheduler ("default-scheduler") and the
+// controllers ("deployment-controller", ...) use it.
+package events
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// queueSize is how many events may wait to be written; more are dropped
+// (events are best effort, as in Kubernetes).
+const queueSize = 256
+
+// Recorder writes Events asynchronously, aggregating repeats of the same
+// reason and message about the same object into one Event whose count
+// grows. Call Run to write; Event never blocks. Safe for concurrent use.
+type Recorder struct {
+	s         *store.Store
+	component string // source.component: "kubelet", "default-scheduler"
+	host      string // source.host: the node, for the agent
+	ch        chan *corev1.Event
+
+	mu   sync.Mutex        // guards seen
+	seen map[string]string // aggregation key -> Event name
+}
+
+// New returns a recorder writing to s as component (on host, "" if none).
+func New(s *store.Store, component, host string) *Recorder {
+	return &Recorder{s: s, component: component, host: host, ch: make(chan *corev1.Event, queueSize), seen: map[string]string{}}
+}
+
+// Event records an Event of type typ (corev1.EventTypeNormal or Warning)
+// about obj; fieldPath (may be "") names a part of it, such as
+// "spec.containers{web}". The Event lives in obj's namespace ("default"
+// for cluster-scoped objects, as Kubernetes does). obj's apiVersion and
+// kind must be set, as they are on objects read from the store.
+func (r *Recorder) Event(obj store.Object, fieldPath, typ, reason, msg string) {
+	now := metav1.Now()
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s.%x", obj.GetName(), time.Now().UnixNano())},
+		InvolvedObject: corev1.ObjectReference{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Namespace: obj.GetNamespace(),
+			Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(), FieldPath: fieldPath},
+		Reason: reason, Message: msg, Type: typ,
+		Source:         corev1.EventSource{Component: r.component, Host: r.host},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: r.component, ReportingInstance: r.host,
+	}
+	select {
+	case r.ch <- ev:
+	default:
+	}
+}
+
+// Run writes queued events until ctx ends.
+func (r *Recorder) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-r.ch:
+			r.write(ctx, ev)
+		}
+	}
+}
+
+func (r *Recorder) write(ctx context.Context, ev *corev1.Event) {
+	key := string(ev.InvolvedObject.UID) + "\x00" + ev.InvolvedObject.FieldPath + "\x00" + ev.Reason + "\x00" + ev.Message
+	r.mu.Lock()
+	name, seen := r.seen[key]
+	r.mu.Unlock()
+	if seen {
+		obj, err := r.s.Get(ctx, store.Events, ev.Namespace, name)
+		if err == nil {
+			old := obj.(*corev1.Event).DeepCopy()
+			old.Count++
+			old.LastTimestamp = ev.LastTimestamp
+			if _, err := r.s.Update(ctx, store.Events, old); err == nil || !apierrors.IsNotFound(err) {
+				return // a lost race only loses one count
+			}
+		}
+	}
+	ev.UID = types.UID(uuid.NewString())
+	ev.CreationTimestamp = metav1.Now()
+	if _, err := r.s.Create(ctx, store.Events, ev); err != nil {
+		return
+	}
+	r.mu.Lock()
+	if len(r.seen) > 4096 {
+		clear(r.seen)
+	}
+	r.seen[key] = ev.Name
+	r.mu.Unlock()
+}
