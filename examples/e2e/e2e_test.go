@@ -294,6 +294,17 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Events from the scheduler, the ReplicaSet controller and the agents.
+	storetest.Eventually(t, 10*time.Second, func() error {
+		out, err := c.kubectlIn("", "get", "events")
+		for _, want := range []string{"Scheduled", "SuccessfulCreate", "Started", "pod/" + pods[0].Name, "replicaset/hello-wasm-"} {
+			if err != nil || !strings.Contains(out, want) {
+				return fmt.Errorf("kubectl get events lacks %q (%v):\n%s", want, err, out)
+			}
+		}
+		return nil
+	})
+
 	// Logs through the apiserver's log subresource, served by the pod's agent.
 	if out := c.mustKubectl(t, "logs", pods[0].Name, "--tail=5"); !strings.Contains(out, "GET / from") {
 		t.Errorf("kubectl logs %s: want the guest's access log lines, got %q", pods[0].Name, out)

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,13 +33,14 @@ type Controller struct {
 	rss   *store.Informer
 	pods  *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
+	rec   *events.Recorder
 }
 
 // New returns a controller over the Deployments, ReplicaSets and Pods
 // informers and registers its handlers; call Run after they synced. Lock
 // order of the handlers: pods -> replicasets -> deployments.
 func New(s *store.Store, ds, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name)}
+	c := &Controller{s: s, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), rec: events.New(s, "deployment-controller", "")}
 	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	rss.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },
@@ -69,6 +71,7 @@ func New(s *store.Store, ds, rss, pods *store.Informer) *Controller {
 
 // Run processes Deployments with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	go c.rec.Run(ctx)
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
 }
 

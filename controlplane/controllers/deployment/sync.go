@@ -274,7 +274,8 @@ func (c *Controller) scaleRS(ctx context.Context, rs *appsv1.ReplicaSet, n int32
 	if rsReplicas(rs) == n && rs.Annotations[DesiredReplicasAnnotation] == desired && rs.Annotations[MaxReplicasAnnotation] == maxR {
 		return rs, nil
 	}
-	return c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
+	from := rsReplicas(rs)
+	out, err := c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
 		if rsReplicas(cur) != n {
 			cur.Spec.Replicas = &n
 			cur.Generation++
@@ -282,6 +283,15 @@ func (c *Controller) scaleRS(ctx context.Context, rs *appsv1.ReplicaSet, n int32
 		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, DesiredReplicasAnnotation, desired)
 		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, MaxReplicasAnnotation, maxR)
 	})
+	if err == nil && from != n {
+		// As the DeploymentController's scaleReplicaSet.
+		if n > from {
+			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from %d to %d", rs.Name, from, n))
+		} else {
+			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled down replica set %s from %d to %d", rs.Name, from, n))
+		}
+	}
+	return out, err
 }
 
 // oldPodsRunning reports whether any pod of the old ReplicaSets still runs

@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,13 +33,14 @@ type Controller struct {
 	pods  *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
 	exp   *expectations
+	rec   *events.Recorder
 }
 
 // New returns a controller over the ReplicaSets and Pods informers and
 // registers its event handlers; call Run after the informers have synced.
 // The Pods handler reads the ReplicaSets informer (lock order pods -> rs).
 func New(s *store.Store, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newExpectations()}
+	c := &Controller{s: s, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newExpectations(), rec: events.New(s, "replicaset-controller", "")}
 	rss.AddHandler(store.Handler{
 		OnAdd:    func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
 		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },
@@ -53,6 +55,7 @@ func New(s *store.Store, rss, pods *store.Informer) *Controller {
 
 // Run processes ReplicaSets with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	go c.rec.Run(ctx)
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
 }
 

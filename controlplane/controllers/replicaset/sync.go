@@ -100,6 +100,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 				c.exp.lower(key, 0, n-i)
 				return err
 			}
+			c.rec.Event(rs, "", corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+p.Name)
 		}
 	}
 	return nil
@@ -129,8 +130,10 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 			continue // generated name collision: draw another
 		}
 		if err != nil {
+			c.rec.Event(rs, "", corev1.EventTypeWarning, "FailedCreate", "Error creating: "+err.Error())
 			return fmt.Errorf("create pod for replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
 		}
+		c.rec.Event(rs, "", corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+pod.Name)
 		return nil
 	}
 }
