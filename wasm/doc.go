@@ -1,5 +1,5 @@
 // Package wasm embeds wazero to run pods as WebAssembly modules
-// (ARCHITECTURE.md, decision 5).
+// (README, design decision 5).
 //
 // It has three parts:
 //

@@ -16,7 +16,7 @@ type EmbeddedConfig struct {
 	// DataDir holds JetStream's files. Required.
 	DataDir string
 	// SyncAlways fsyncs every write before acknowledging it, as etcd does
-	// (ARCHITECTURE.md, decision 7). Default in orca-server: true.
+	// (README, design decision 7). Default in orca-server: true.
 	SyncAlways bool
 	// ServerName names the server in NATS' own monitoring. Default "orca".
 	ServerName string

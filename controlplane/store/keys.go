@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Key layout (ARCHITECTURE.md, decision 2): a namespaced object lives under
+// Key layout (README, design decision 2): a namespaced object lives under
 // "<namespace>.<name>", a cluster-scoped one under "<name>". NATS keys may
 // hold only [-/_=.A-Za-z0-9] and use "." as a token separator, so a name is
 // escaped token by token:

@@ -86,7 +86,7 @@ var (
 // NodePods is not an API resource: it is the per-node projection of bound
 // pods, keyed "<node>.<namespace>.<name>", that lets a node agent watch only
 // its own pods with a subject filter evaluated by the NATS server
-// (ARCHITECTURE.md, decision 3). The controlplane's nodepods controller keeps
+// (README, design decision 3). The controlplane's nodepods controller keeps
 // it in step with the pods bucket; agents only read it.
 var NodePods = Resource{Version: "v1", Kind: "Pod", ListKind: "PodList", Plural: "nodepods", Singular: "pod", Namespaced: true, Projection: true,
 	New: func() Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} }}

@@ -1,5 +1,5 @@
 // Command hello-wasm is the example HTTP guest: a plain net/http Handler
-// served over CGI/1.1, one instance per request (ARCHITECTURE.md, decision
+// served over CGI/1.1, one instance per request (README, design decision
 // 5). Build it with
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o hello.wasm ./examples/hello-wasm

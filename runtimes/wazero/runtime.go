@@ -1,6 +1,6 @@
 // Package wazero is the runtimes.Runtime for the RuntimeClass handler
 // "wasm": pods run as WebAssembly modules in this process, on the wasm
-// package's Engine (ARCHITECTURE.md, decision 5).
+// package's Engine (README, design decision 5).
 //
 // A container with no ports runs as a WASI command (its _start is the
 // container's process). A container with ports runs as an HTTP handler: the

@@ -2,7 +2,7 @@
 // pods bucket: every pod bound to a node (spec.nodeName set) is copied, with
 // its own resourceVersion, to the key store.NodePodKey(node, namespace,
 // name), which the node's agent watches with a server-side subject filter
-// (ARCHITECTURE.md, decision 3). A pod deleted or moved loses its key.
+// (README, design decision 3). A pod deleted or moved loses its key.
 // Node agents see pods only through this projection, so events are handled
 // at once (no batching) by several workers.
 package nodepods
