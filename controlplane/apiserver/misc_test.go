@@ -345,3 +345,14 @@ func TestModulePushValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestUnsupportedPodStreamsSaySo(t *testing.T) {
+	e := newEnv(t)
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", podJSON("web"), nil)
+	for _, sub := range []string{"exec", "attach", "portforward"} {
+		code, out := e.do("POST", "/api/v1/namespaces/default/pods/web/"+sub, "", nil)
+		if code != http.StatusBadRequest || !strings.Contains(decodeStatus(t, out).Message, "pods/"+sub+" is not supported") {
+			t.Errorf("%s: %d %s", sub, code, out)
+		}
+	}
+}

@@ -18,7 +18,9 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// subresource routes /status, /finalize, /binding, /log and /scale.
+// subresource routes /status, /finalize, /binding, /log and /scale, and
+// answers pods' exec, attach and portforward with a 400 that says they are
+// not supported.
 func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
 		return err
@@ -46,6 +48,10 @@ func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 		case http.MethodGet, http.MethodPut, http.MethodPatch:
 			return s.scale(c, ri)
 		}
+	case kind == "Pod" && (ri.sub == "exec" || ri.sub == "attach" || ri.sub == "portforward"):
+		// Streaming subresources need a kubelet-style stream to the node;
+		// say so, rather than a bare 404 (kubectl prints this message).
+		return apierrors.NewBadRequest(fmt.Sprintf("pods/%s is not supported by orca yet: WASM pods have no shell or TTY to attach to; use kubectl logs, or reach pod ports through their Service", ri.sub))
 	default:
 		return notFoundPath(c.Request().URL.Path)
 	}

@@ -297,7 +297,7 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 	// Events from the scheduler, the ReplicaSet controller and the agents.
 	storetest.Eventually(t, 10*time.Second, func() error {
 		out, err := c.kubectlIn("", "get", "events")
-		for _, want := range []string{"Scheduled", "SuccessfulCreate", "Started", "pod/" + pods[0].Name, "replicaset/hello-wasm-"} {
+		for _, want := range []string{"Scheduled", "SuccessfulCreate", "Started", "ScalingReplicaSet", "pod/" + pods[0].Name, "replicaset/hello-wasm-", "deployment/hello-wasm"} {
 			if err != nil || !strings.Contains(out, want) {
 				return fmt.Errorf("kubectl get events lacks %q (%v):\n%s", want, err, out)
 			}

@@ -180,6 +180,9 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 	ctrlutil.PrepareCreate(rs)
 	created, err := c.s.Create(ctx, store.ReplicaSets, rs)
 	if err == nil {
+		if n := rsReplicas(rs); n > 0 {
+			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from 0 to %d", rs.Name, n))
+		}
 		return created.(*appsv1.ReplicaSet), nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
