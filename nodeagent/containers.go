@@ -156,6 +156,13 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		w.a.log.Warn("start container failed", "pod", w.key(), "container", c.name, "reason", reason, "err", err)
 		w.event(c, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 	}
+	if !c.everStarted && c.startFailAt.IsZero() && !w.restored {
+		// Show ContainerCreating while the image is fetched and compiled
+		// (a second or more for a new module), as the kubelet does.
+		if err := w.writeStatus(ctx); err != nil && ctx.Err() == nil {
+			w.a.log.Debug("write ContainerCreating status failed", "pod", w.key(), "err", err)
+		}
+	}
 	spec, err := w.taskSpec(ctx, c, attempt)
 	if err != nil {
 		failed("CreateContainerConfigError", err)

@@ -310,14 +310,25 @@ func TestImagePullError(t *testing.T) {
 	e := newEnv(t)
 	e.agent("n1", nil)
 	e.pod("n1", simplePod("badimg", "bad-image", corev1.RestartPolicyAlways))
-	e.waitPod("default", "badimg", 5*time.Second, func(p *corev1.Pod) error {
-		if p.Status.Phase != corev1.PodPending || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil || p.Status.ContainerStatuses[0].State.Waiting.Reason != "ErrImagePull" {
-			return fmt.Errorf("phase %s status %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	// Each failed attempt is an ErrImagePull (briefly the waiting reason,
+	// and a Failed event); between attempts the container waits in
+	// ImagePullBackOff, as with the kubelet.
+	storetest.Eventually(t, 5*time.Second, func() error {
+		objs, _, err := e.s.List(context.Background(), store.Events, "default")
+		if err != nil {
+			return err
 		}
-		return nil
+		for _, o := range objs {
+			if ev := o.(*corev1.Event); ev.InvolvedObject.Name == "badimg" && ev.Reason == "Failed" && strings.Contains(ev.Message, `failed to pull image "bad-image"`) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Failed event for the pull among %d events", len(objs))
 	})
-	// Between attempts the container waits in ImagePullBackOff, as with the kubelet.
 	e.waitPod("default", "badimg", 5*time.Second, func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodPending || len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
 		if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, `Back-off pulling image "bad-image"`) {
 			return fmt.Errorf("waiting %+v", w)
 		}
@@ -542,4 +553,22 @@ func TestLongPodNameRuns(t *testing.T) {
 	long := strings.Repeat("a", 253)
 	e.pod("n1", simplePod(long, "sleep", corev1.RestartPolicyAlways))
 	e.waitPod("default", long, 5*time.Second, phaseIs(corev1.PodRunning))
+}
+
+// TestContainerCreatingWhileStarting: while an image is fetched and
+// compiled, the pod shows its container waiting in ContainerCreating.
+func TestContainerCreatingWhileStarting(t *testing.T) {
+	e := newEnv(t)
+	e.agent("n1", nil)
+	e.pod("n1", simplePod("slow", "slowstart:2s", corev1.RestartPolicyAlways))
+	e.waitPod("default", "slow", 2*time.Second, func(p *corev1.Pod) error {
+		if len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("no container status yet")
+		}
+		if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+		}
+		return nil
+	})
+	e.waitPod("default", "slow", 5*time.Second, phaseIs(corev1.PodRunning))
 }

@@ -4,6 +4,8 @@
 // module:
 //
 //	sleep          runs until stopped; exits 0 on Stop.
+//	slowstart:DUR  like sleep, but Start takes DUR (an image being fetched
+//	               and compiled).
 //	stubborn       ignores Stop; killed after the grace period with 137.
 //	exit:N         exits with code N after 20 ms.
 //	exit:N:DUR     exits with code N after DUR (time.ParseDuration).
@@ -118,6 +120,14 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if err != nil {
 		return runtimes.TaskStatus{}, err
 	}
+	if prog.name == "slowstart" {
+		select {
+		case <-time.After(prog.delay):
+		case <-ctx.Done():
+			return runtimes.TaskStatus{}, ctx.Err()
+		}
+		prog.name = "sleep"
+	}
 	r.mu.Lock()
 	if _, ok := r.tasks[spec.ID]; ok {
 		r.mu.Unlock()
@@ -197,6 +207,15 @@ func parse(image string) (program, error) {
 	p := program{name: parts[0]}
 	switch p.name {
 	case "sleep", "stubborn", "printenv", "echo-http":
+		return p, nil
+	case "slowstart":
+		if len(parts) < 2 {
+			return p, fmt.Errorf("image %q: want slowstart:DUR: %w", image, runtimes.ErrImage)
+		}
+		var err error
+		if p.delay, err = time.ParseDuration(parts[1]); err != nil {
+			return p, fmt.Errorf("image %q: %w", image, runtimes.ErrImage)
+		}
 		return p, nil
 	case "exit":
 		p.delay = 20 * time.Millisecond
