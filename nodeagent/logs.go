@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/runtimes/logfile"
 )
 
 // Log streaming parameters.
@@ -193,8 +195,14 @@ func logAttempts(dir string) []int {
 	return out
 }
 
-// streamLog sends path from its tail offset, then, for Follow, new data
-// until the task exited and the file is drained, or ctx ends.
+// streamLog sends the container log at path, from its tail offset (each
+// record is one line of the file), as the kubelet's ReadLogs does: records
+// in the CRI format (runtimes/logfile) become their content, prefixed with
+// the record's time for Timestamps; records before SinceTime are skipped;
+// lines that are not records pass through as they are. For Follow it
+// keeps reading new records until the task exited and the file is
+// drained, or ctx ends. Output is published in chunks of at most logChunk
+// bytes, and stops after LimitBytes.
 func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.LogRequest) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -210,27 +218,20 @@ func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.L
 			return err
 		}
 	}
-	remaining := req.LimitBytes
-	buf := make([]byte, logChunk)
+	out := logOutput{nc: a.cfg.NATS, reply: reply, remaining: req.LimitBytes}
+	r := bufio.NewReaderSize(f, logChunk)
+	var pending []byte // a record not yet ended by its newline
 	follow := req.Follow && !req.Previous
 	for {
 		live := a.logs.isLive(path) // before reading: data written before exit is read below
 		for {
-			n, err := f.Read(buf)
-			if n > 0 {
-				chunk := buf[:n]
-				if req.LimitBytes > 0 {
-					if int64(n) >= remaining {
-						chunk = chunk[:remaining]
-					}
-					remaining -= int64(len(chunk))
+			line, err := r.ReadSlice('\n')
+			if err == bufio.ErrBufferFull || (err == io.EOF && len(line) > 0) {
+				pending = append(pending, line...)
+				if err == io.EOF {
+					break // wait for the rest of the record
 				}
-				if perr := a.cfg.NATS.Publish(reply, chunk); perr != nil {
-					return perr
-				}
-				if req.LimitBytes > 0 && remaining <= 0 {
-					return nil
-				}
+				continue
 			}
 			if err == io.EOF {
 				break
@@ -238,9 +239,24 @@ func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.L
 			if err != nil {
 				return err
 			}
+			if len(pending) > 0 {
+				line = append(pending, line...)
+				pending = pending[:0]
+			}
+			if done, err := out.record(line, req); done || err != nil {
+				return err
+			}
 		}
 		if !follow || !live {
-			return nil
+			if len(pending) > 0 { // a last record cut short: send what there is
+				if _, err := out.record(pending, req); err != nil {
+					return err
+				}
+			}
+			return out.flush()
+		}
+		if err := out.flush(); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -248,6 +264,63 @@ func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.L
 		case <-time.After(logPoll):
 		}
 	}
+}
+
+// logOutput batches log bytes into NATS messages of at most logChunk bytes.
+type logOutput struct {
+	nc        *nats.Conn
+	reply     string
+	buf       []byte
+	remaining int64 // bytes still allowed when limiting (LimitBytes > 0)
+	midLine   bool  // the last record sent was partial: no timestamp before the next
+}
+
+// record appends one file line; done reports that LimitBytes was reached.
+func (o *logOutput) record(line []byte, req nodeapi.LogRequest) (done bool, err error) {
+	var text []byte
+	rec, perr := logfile.ParseLine(line)
+	switch {
+	case perr != nil: // not a record: pass it through
+		text = line
+		o.midLine = false
+	case req.SinceTime != nil && rec.Time.Before(*req.SinceTime):
+		return false, nil
+	default:
+		if req.Timestamps && !o.midLine {
+			text = append(text, rec.Time.Format(time.RFC3339Nano)...)
+			text = append(text, ' ')
+		}
+		text = append(text, rec.Content...)
+		if !rec.Partial {
+			text = append(text, '\n')
+		}
+		o.midLine = rec.Partial
+	}
+	if req.LimitBytes > 0 {
+		if int64(len(text)) >= o.remaining {
+			text = text[:o.remaining]
+			done = true
+		}
+		o.remaining -= int64(len(text))
+	}
+	o.buf = append(o.buf, text...)
+	if len(o.buf) >= logChunk || done {
+		err = o.flush()
+	}
+	return done, err
+}
+
+// flush publishes what is buffered.
+func (o *logOutput) flush() error {
+	for len(o.buf) > 0 {
+		n := min(len(o.buf), logChunk)
+		if err := o.nc.Publish(o.reply, o.buf[:n]); err != nil {
+			return err
+		}
+		o.buf = o.buf[n:]
+	}
+	o.buf = o.buf[:0]
+	return nil
 }
 
 // tailOffset returns the offset of the start of the last n lines of f (a

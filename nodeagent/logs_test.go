@@ -91,6 +91,29 @@ func TestLogs(t *testing.T) {
 	if limited != "line 1\nlin" {
 		t.Errorf("limitBytes 10: %q", limited)
 	}
+	// Timestamps: each line starts with its record's RFC 3339 time.
+	stamped, _ := openLogs(t, e, "n1", nodeapi.LogRequest{Namespace: "default", Pod: "ten", Timestamps: true, TailLines: 2}).readUntil(t, 5*time.Second, nil)
+	var times []time.Time
+	for _, l := range strings.Split(strings.TrimSuffix(stamped, "\n"), "\n") {
+		ts, text, _ := strings.Cut(l, " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil || !strings.HasPrefix(text, "line ") {
+			t.Fatalf("timestamps: line %q: %v", l, err)
+		}
+		times = append(times, at)
+	}
+	if len(times) != 2 || time.Since(times[0]) > time.Minute {
+		t.Errorf("timestamps: %q", stamped)
+	}
+	// SinceTime after the last line: nothing; before the first: everything.
+	after := times[1].Add(time.Millisecond)
+	if none, _ := openLogs(t, e, "n1", nodeapi.LogRequest{Namespace: "default", Pod: "ten", SinceTime: &after}).readUntil(t, 5*time.Second, nil); none != "" {
+		t.Errorf("since after the last line: %q", none)
+	}
+	before := times[0].Add(-time.Hour)
+	if all, _ := openLogs(t, e, "n1", nodeapi.LogRequest{Namespace: "default", Pod: "ten", SinceTime: &before}).readUntil(t, 5*time.Second, nil); all != lines(1, 10) {
+		t.Errorf("since an hour before: %q", all)
+	}
 	// Follow of an exited container ends at once with the whole log.
 	followed, eof := openLogs(t, e, "n1", nodeapi.LogRequest{Namespace: "default", Pod: "ten", Follow: true}).readUntil(t, 5*time.Second, nil)
 	if !eof || followed != lines(1, 10) {

@@ -21,7 +21,7 @@ import (
 const logAgentTimeout = 5 * time.Second
 
 // podLog answers GET pods/<name>/log (query: container, follow, tailLines,
-// previous, timestamps, limitBytes). It sends a nodeapi.LogRequest to the
+// previous, timestamps, limitBytes, sinceSeconds, sinceTime). It sends a nodeapi.LogRequest to the
 // agent of the pod's node over NATS and streams the chunks it publishes to
 // the reply inbox as text/plain, flushing each one, until the Orca-EOF
 // header. An Orca-Error message before any output becomes a Status with
@@ -47,6 +47,25 @@ func (s *Server) podLog(c echo.Context, ri reqInfo) error {
 			}
 			*dst = n
 		}
+	}
+	// sinceSeconds and sinceTime (RFC 3339) are exclusive, as in Kubernetes'
+	// PodLogOptions validation.
+	switch since, sinceTime := q.Get("sinceSeconds"), q.Get("sinceTime"); {
+	case since != "" && sinceTime != "":
+		return apierrors.NewBadRequest("at most one of sinceTime or sinceSeconds may be specified")
+	case since != "":
+		n, err := strconv.ParseInt(since, 10, 64)
+		if err != nil || n < 1 {
+			return apierrors.NewBadRequest(fmt.Sprintf("sinceSeconds %q must be a positive integer", since))
+		}
+		t := time.Now().Add(-time.Duration(n) * time.Second)
+		req.SinceTime = &t
+	case sinceTime != "":
+		t, err := time.Parse(time.RFC3339, sinceTime)
+		if err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("sinceTime %q must be an RFC 3339 time", sinceTime))
+		}
+		req.SinceTime = &t
 	}
 	if req.Container == "" {
 		if len(pod.Spec.Containers) != 1 {

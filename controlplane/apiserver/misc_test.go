@@ -356,3 +356,16 @@ func TestUnsupportedPodStreamsSaySo(t *testing.T) {
 		}
 	}
 }
+
+func TestPodLogSinceValidation(t *testing.T) {
+	e := newEnv(t)
+	p := podJSON("web")
+	p["spec"].(map[string]any)["nodeName"] = "edge-1"
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", p, nil)
+	for _, q := range []string{"sinceTime=yesterday", "sinceSeconds=0", "sinceSeconds=x", "sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z"} {
+		code, out := e.do("GET", "/api/v1/namespaces/default/pods/web/log?"+q, "", nil)
+		if code != http.StatusBadRequest || decodeStatus(t, out).Reason != metav1.StatusReasonBadRequest {
+			t.Errorf("%s: %d %s", q, code, out)
+		}
+	}
+}

@@ -10,6 +10,8 @@
 // apiserver publishes any message to CancelSubject when its client leaves.
 package nodeapi
 
+import "time"
+
 // LogsSubject is the subject node agents serve log requests on.
 func LogsSubject(node string) string { return "orca.node." + node + ".logs" }
 
@@ -33,8 +35,10 @@ type LogRequest struct {
 	TailLines int64 `json:"tailLines,omitempty"`
 	// Previous asks for the previous (terminated) attempt's log.
 	Previous bool `json:"previous,omitempty"`
-	// Timestamps prefixes each line with its RFC3339Nano time when known.
+	// Timestamps prefixes each line with its RFC3339Nano time.
 	Timestamps bool `json:"timestamps,omitempty"`
+	// SinceTime, when set, skips lines written before it.
+	SinceTime *time.Time `json:"sinceTime,omitempty"`
 	// LimitBytes, when > 0, stops after that many bytes.
 	LimitBytes int64 `json:"limitBytes,omitempty"`
 	// CancelSubject is where the requester publishes to end a Follow stream.

@@ -309,6 +309,12 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 	if out := c.mustKubectl(t, "logs", pods[0].Name, "--tail=5"); !strings.Contains(out, "GET / from") {
 		t.Errorf("kubectl logs %s: want the guest's access log lines, got %q", pods[0].Name, out)
 	}
+	out = c.mustKubectl(t, "logs", pods[0].Name, "--tail=1", "--since=10m", "--timestamps")
+	if ts, text, _ := strings.Cut(strings.TrimSpace(out), " "); !strings.HasPrefix(text, "GET / from") {
+		t.Errorf("kubectl logs --timestamps: %q", out)
+	} else if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+		t.Errorf("kubectl logs --timestamps: %q: %v", out, err)
+	}
 
 	// A deleted pod is replaced.
 	c.mustKubectl(t, "delete", "pod", pods[0].Name, "--wait=false")

@@ -17,7 +17,7 @@
 //
 // Logs: stdout and stderr of the guest (for the HTTP model, the stderr of
 // every request's instance and the handler's own "cgi: ..." lines) are
-// appended raw to TaskSpec.LogPath. TaskSpec.CPULimitMillis is not enforced.
+// appended to TaskSpec.LogPath in the CRI log format (runtimes/logfile). TaskSpec.CPULimitMillis is not enforced.
 package wazero
 
 import (
@@ -25,14 +25,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/logfile"
 	"github.com/orca-edge/orca/wasm"
 )
 
@@ -204,17 +203,6 @@ func env(spec runtimes.TaskSpec) []string {
 	return append(out, "HOSTNAME="+spec.PodName)
 }
 
-// openLog opens spec.LogPath for appending (creating its directory).
-func openLog(path string) (*os.File, error) {
-	if path == "" {
-		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-}
-
 func taskName(spec runtimes.TaskSpec) string {
 	return fmt.Sprintf("task %s (pod %s/%s container %s)", spec.ID, spec.PodNamespace, spec.PodName, spec.ContainerName)
 }
@@ -235,7 +223,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("start %s: %w", taskName(spec), err)
 	}
-	logf, err := openLog(spec.LogPath)
+	logf, err := logfile.Open(spec.LogPath)
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("start %s: open log: %w", taskName(spec), err)
 	}

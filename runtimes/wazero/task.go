@@ -6,20 +6,20 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/logfile"
 	"github.com/orca-edge/orca/wasm"
 )
 
 // task is one running attempt of one container.
 type task struct {
 	spec runtimes.TaskSpec
-	log  *os.File
+	log  *logfile.File
 	done chan struct{} // closed by finish
 
 	// command model
@@ -67,8 +67,8 @@ func (t *task) startCommand(mod *wasm.Module, limit int64) {
 		st := mod.Run(ctx, wasm.CommandConfig{
 			Args:             argv(t.spec),
 			Env:              env(t.spec),
-			Stdout:           t.log,
-			Stderr:           t.log,
+			Stdout:           t.log.Writer(logfile.Stdout),
+			Stderr:           t.log.Writer(logfile.Stderr),
 			MemoryLimitBytes: limit,
 		})
 		t.finish(st)
@@ -107,7 +107,7 @@ func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error
 	t.handler = mod.NewCGIHandler(wasm.HandlerConfig{
 		Args:             argv(t.spec),
 		Env:              env(t.spec),
-		Stderr:           t.log,
+		Stderr:           t.log.Writer(logfile.Stderr),
 		MemoryLimitBytes: limit,
 		MaxConcurrent:    maxConcurrent,
 	})
@@ -117,7 +117,7 @@ func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error
 		t.servers = append(t.servers, srv)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintf(t.log, "orca: serve %s: %v\n", ln.Addr(), err)
+				fmt.Fprintf(t.log.Writer(logfile.Stderr), "orca: serve %s: %v\n", ln.Addr(), err)
 			}
 		}()
 	}

@@ -18,7 +18,7 @@
 //	               name; logs one line per request.
 //	bad-image      Start fails with an error wrapping runtimes.ErrImage.
 //
-// Output goes to TaskSpec.LogPath (appended).
+// Output goes to TaskSpec.LogPath (appended, CRI log format).
 package testruntime
 
 import (
@@ -27,14 +27,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/logfile"
 )
 
 // Runtime is the test runtime. It is safe for concurrent use.
@@ -72,7 +71,7 @@ type task struct {
 	status runtimes.TaskStatus
 
 	listeners []net.Listener
-	log       *os.File
+	log       *logfile.File
 }
 
 // Handler implements runtimes.Runtime.
@@ -137,10 +136,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 
 	t := &task{spec: spec, stop: make(chan struct{}), kill: make(chan struct{}), done: make(chan struct{})}
 	if spec.LogPath != "" {
-		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
-			return runtimes.TaskStatus{}, fmt.Errorf("start task %s: %w", spec.ID, err)
-		}
-		f, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := logfile.Open(spec.LogPath)
 		if err != nil {
 			return runtimes.TaskStatus{}, fmt.Errorf("start task %s: %w", spec.ID, err)
 		}
@@ -191,7 +187,7 @@ func (t *task) closeAll() {
 
 func (t *task) logf(format string, args ...any) {
 	if t.log != nil {
-		fmt.Fprintf(t.log, format+"\n", args...)
+		fmt.Fprintf(t.log.Writer(logfile.Stdout), format+"\n", args...)
 	}
 }
 
