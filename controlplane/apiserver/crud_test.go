@@ -156,6 +156,16 @@ func TestErrors(t *testing.T) {
 		{"duplicate service port", "POST", "/api/v1/namespaces/default/services", "application/json", dupSvc, 422, metav1.StatusReasonInvalid, "spec.ports[1]"},
 		{"bad list resourceVersion", "GET", pods + "?resourceVersion=abc", "", nil, 400, metav1.StatusReasonBadRequest, ""},
 		{"negative scale", "PUT", "/apis/apps/v1/namespaces/default/deployments/web/scale", "application/json", map[string]any{"metadata": map[string]any{"name": "web"}, "spec": map[string]any{"replicas": -1}}, 422, metav1.StatusReasonInvalid, "spec.replicas"},
+		{"rollout that cannot progress", "POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", withStrategy(deploy, 0, 0), 422, metav1.StatusReasonInvalid, "spec.strategy.rollingUpdate.maxUnavailable"},
+		{"bad maxSurge", "POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", withStrategy(deploy, "abc", 1), 422, metav1.StatusReasonInvalid, "spec.strategy.rollingUpdate.maxSurge"},
+		{"maxUnavailable over 100%", "POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", withStrategy(deploy, 1, "200%"), 422, metav1.StatusReasonInvalid, "spec.strategy.rollingUpdate.maxUnavailable"},
+		{"unknown pod phase", "PATCH", pods + "/exists/status", "application/merge-patch+json", `{"status":{"phase":"Banana"}}`, 422, metav1.StatusReasonInvalid, "status.phase"},
+		{"bad pod IP", "PATCH", pods + "/exists/status", "application/merge-patch+json", `{"status":{"podIP":"999.1.1.1"}}`, 422, metav1.StatusReasonInvalid, "status.podIP"},
+		{"negative restart count", "PATCH", pods + "/exists/status", "application/merge-patch+json", `{"status":{"containerStatuses":[{"name":"main","restartCount":-5}]}}`, 422, metav1.StatusReasonInvalid, "status.containerStatuses[0].restartCount"},
+		{"json patch test fails", "PATCH", pods + "/exists", "application/json-patch+json", `[{"op":"test","path":"/metadata/labels/app","value":"other"}]`, 422, metav1.StatusReasonInvalid, ""},
+		{"json patch removes a missing path", "PATCH", pods + "/exists", "application/json-patch+json", `[{"op":"remove","path":"/metadata/annotations/none"}]`, 422, metav1.StatusReasonInvalid, ""},
+		{"malformed json patch", "PATCH", pods + "/exists", "application/json-patch+json", `{"op":"add"}`, 400, metav1.StatusReasonBadRequest, ""},
+		{"patch changes uid", "PATCH", pods + "/exists", "application/merge-patch+json", `{"metadata":{"uid":"someone-else"}}`, 409, metav1.StatusReasonConflict, ""},
 		{"bad namespace name", "POST", "/api/v1/namespaces", "application/json", map[string]any{"metadata": map[string]any{"name": "a.b"}}, 422, metav1.StatusReasonInvalid, "metadata.name"},
 	}
 	for _, tc := range tests {
@@ -179,6 +189,17 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withStrategy returns a copy of deploy (a JSON map) named "strat" with a
+// RollingUpdate strategy of maxSurge and maxUnavailable.
+func withStrategy(deploy map[string]any, surge, unavailable any) map[string]any {
+	b, _ := json.Marshal(deploy)
+	var d map[string]any
+	json.Unmarshal(b, &d)
+	d["metadata"] = map[string]any{"name": "strat"}
+	d["spec"].(map[string]any)["strategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": surge, "maxUnavailable": unavailable}}
+	return d
 }
 
 func TestGenerateName(t *testing.T) {

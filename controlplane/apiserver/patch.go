@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
@@ -92,6 +93,11 @@ func patchObject(r store.Resource, pt types.PatchType, cur store.Object, patch [
 	if err != nil {
 		return nil, err
 	}
+	if obj.GetUID() != cur.GetUID() {
+		// metadata.uid in a patch is a precondition, as in Kubernetes.
+		return nil, apierrors.NewConflict(r.GroupResource(), cur.GetName(),
+			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", obj.GetUID(), cur.GetUID()))
+	}
 	if obj.GetResourceVersion() == curRV && !patchSetsResourceVersion(patch) {
 		obj.SetResourceVersion("")
 	}
@@ -109,9 +115,14 @@ func applyPatch(pt types.PatchType, orig, patch []byte, dataStruct any) ([]byte,
 	case types.MergePatchType:
 		out, err = jsonpatch.MergePatch(orig, patch)
 	case types.JSONPatchType:
-		var p jsonpatch.Patch
-		if p, err = jsonpatch.DecodePatch(patch); err == nil {
-			out, err = p.Apply(orig)
+		p, derr := jsonpatch.DecodePatch(patch)
+		if derr != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", pt, derr))
+		}
+		if out, err = p.Apply(orig); err != nil {
+			// A well-formed patch that does not apply (a failed test, a
+			// missing path) is 422, as Kubernetes' interpretJSONPatchError.
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", fmt.Sprintf("the JSON patch could not be applied: %v", err), 0, false)
 		}
 	default:
 		return nil, unsupportedMediaType(fmt.Sprintf("unsupported patch type %q", pt))

@@ -2,6 +2,9 @@ package apiserver
 
 import (
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +52,7 @@ func validateUpdate(r store.Resource, sub string, obj, old store.Object) field.E
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		errs = append(errs, validatePodUpdate(o, old.(*corev1.Pod))...)
+		errs = append(errs, validatePodStatus(&o.Status, field.NewPath("status"))...)
 	case *appsv1.Deployment:
 		errs = append(errs, apivalidation.ValidateImmutableField(o.Spec.Selector, old.(*appsv1.Deployment).Spec.Selector, field.NewPath("spec", "selector"))...)
 	case *appsv1.ReplicaSet:
@@ -112,7 +116,8 @@ func validateKind(obj store.Object) field.ErrorList {
 	case *corev1.Pod:
 		return validatePodSpec(&o.Spec, field.NewPath("spec"))
 	case *appsv1.Deployment:
-		return validateWorkload(o.Spec.Replicas, o.Spec.Selector, &o.Spec.Template, field.NewPath("spec"))
+		errs := validateWorkload(o.Spec.Replicas, o.Spec.Selector, &o.Spec.Template, field.NewPath("spec"))
+		return append(errs, validateDeploymentStrategy(&o.Spec.Strategy, field.NewPath("spec", "strategy"))...)
 	case *appsv1.ReplicaSet:
 		return validateWorkload(o.Spec.Replicas, o.Spec.Selector, &o.Spec.Template, field.NewPath("spec"))
 	case *corev1.Service:
@@ -314,5 +319,103 @@ func validateService(svc *corev1.Service) field.ErrorList {
 		}
 	}
 	errs = append(errs, metav1validation.ValidateLabels(sp.Selector, p.Child("selector"))...)
+	return errs
+}
+
+// validateDeploymentStrategy is Kubernetes' ValidateDeploymentStrategy and
+// ValidateRollingUpdateDeployment: Recreate has no rollingUpdate; maxSurge
+// and maxUnavailable are non-negative integers or percentages (maxUnavailable
+// at most 100%), and not both zero, or a rollout could never progress.
+func validateDeploymentStrategy(st *appsv1.DeploymentStrategy, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch st.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		if st.RollingUpdate != nil {
+			errs = append(errs, field.Forbidden(p.Child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'"))
+		}
+		return errs
+	case appsv1.RollingUpdateDeploymentStrategyType:
+	default:
+		return append(errs, field.NotSupported(p.Child("type"), st.Type, []string{string(appsv1.RecreateDeploymentStrategyType), string(appsv1.RollingUpdateDeploymentStrategyType)}))
+	}
+	ru := st.RollingUpdate
+	if ru == nil {
+		return errs
+	}
+	rp := p.Child("rollingUpdate")
+	unavailable, uerrs := intOrPercent(ru.MaxUnavailable, rp.Child("maxUnavailable"), true)
+	surge, serrs := intOrPercent(ru.MaxSurge, rp.Child("maxSurge"), false)
+	errs = append(append(errs, uerrs...), serrs...)
+	if len(uerrs) == 0 && len(serrs) == 0 && unavailable == 0 && surge == 0 {
+		errs = append(errs, field.Invalid(rp.Child("maxUnavailable"), ru.MaxUnavailable.String(), "may not be 0 when `maxSurge` is 0"))
+	}
+	return errs
+}
+
+// intOrPercent checks an int-or-string that must be a non-negative integer
+// or "<n>%" (at most 100% when capped), and returns its value (percentages
+// as n): only whether it is zero matters to the caller.
+func intOrPercent(v *intstr.IntOrString, p *field.Path, capped bool) (int, field.ErrorList) {
+	if v == nil {
+		return 1, nil
+	}
+	switch v.Type {
+	case intstr.Int:
+		if v.IntVal < 0 {
+			return 0, field.ErrorList{field.Invalid(p, v.IntVal, "must be greater than or equal to 0")}
+		}
+		return int(v.IntVal), nil
+	default:
+		n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+		if !strings.HasSuffix(v.StrVal, "%") || err != nil || n < 0 {
+			return 0, field.ErrorList{field.Invalid(p, v.StrVal, "must be an integer or percentage (e.g '5%')")}
+		}
+		if capped && n > 100 {
+			return 0, field.ErrorList{field.Invalid(p, v.StrVal, "must not be greater than 100%")}
+		}
+		return n, nil
+	}
+}
+
+var podPhases = sets.New("", string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded), string(corev1.PodFailed), string(corev1.PodUnknown))
+
+// validatePodStatus checks what a status write may carry, as Kubernetes'
+// ValidatePodStatusUpdate: a known phase, IP addresses, condition statuses
+// True/False/Unknown and non-negative restart counts.
+func validatePodStatus(st *corev1.PodStatus, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !podPhases.Has(string(st.Phase)) {
+		errs = append(errs, field.NotSupported(p.Child("phase"), st.Phase, sets.List(podPhases)[1:]))
+	}
+	ip := func(v string, fp *field.Path) {
+		if v != "" && net.ParseIP(v) == nil {
+			errs = append(errs, field.Invalid(fp, v, "must be a valid IP address"))
+		}
+	}
+	ip(st.PodIP, p.Child("podIP"))
+	ip(st.HostIP, p.Child("hostIP"))
+	for i, a := range st.PodIPs {
+		ip(a.IP, p.Child("podIPs").Index(i).Child("ip"))
+	}
+	for i, a := range st.HostIPs {
+		ip(a.IP, p.Child("hostIPs").Index(i).Child("ip"))
+	}
+	for i, c := range st.Conditions {
+		switch c.Status {
+		case corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("conditions").Index(i).Child("status"), c.Status, []string{"True", "False", "Unknown"}))
+		}
+	}
+	for _, list := range []struct {
+		name string
+		sts  []corev1.ContainerStatus
+	}{{"containerStatuses", st.ContainerStatuses}, {"initContainerStatuses", st.InitContainerStatuses}} {
+		for i, cs := range list.sts {
+			if cs.RestartCount < 0 {
+				errs = append(errs, field.Invalid(p.Child(list.name).Index(i).Child("restartCount"), cs.RestartCount, "must be greater than or equal to 0"))
+			}
+		}
+	}
 	return errs
 }
