@@ -35,6 +35,10 @@ func newModule(e *Engine, digest string, c wazero.CompiledModule) *Module {
 // Digest is the module's "sha256:<hex>".
 func (m *Module) Digest() string { return m.digest }
 
+// MinMemory is the memory, in bytes, the module needs to start: the
+// largest declared minimum of its memories (pages of 65536 bytes).
+func (m *Module) MinMemory() uint64 { return m.minMemory }
+
 // Reasons reported in ExitStatus, as the kubelet reports container states.
 const (
 	ReasonCompleted = "Completed"

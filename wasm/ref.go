@@ -103,17 +103,24 @@ func CheckBinary(data []byte) error {
 }
 
 // Validate checks a module's structure without compiling it: the
-// preamble, then a sequence of sections with known ids (0-12, WebAssembly
-// Core Specification 5.5.2) whose LEB128 sizes add up exactly to the file.
-// That refuses text, truncated and corrupted files at push time at no
-// memory cost; function bodies are validated when a node compiles the
-// module (a bad one shows as ErrImagePull there). Compiling here instead
-// (even with wazero's interpreter) took 150 MB of heap for a 6 MB guest.
-// Errors wrap ErrInvalidModule.
+// preamble, then sections with known ids (0-12, WebAssembly Core
+// Specification 5.5.2) whose LEB128 sizes add up exactly to the file, and
+// the counts that tie sections together: as many code bodies as declared
+// functions, as many data segments as the data count section says. That
+// refuses text, truncated and corrupted files at push time at no memory
+// cost; function bodies are validated when a node compiles the module (a
+// bad one shows as ErrImagePull there). Compiling here instead (even with
+// wazero's interpreter) took 150 MB of heap for a 6 MB guest. Errors wrap
+// ErrInvalidModule.
 func Validate(data []byte) error {
 	if err := CheckBinary(data); err != nil {
 		return err
 	}
+	const (
+		secFunction, secCode, secData, secDataCount = 3, 10, 11, 12
+	)
+	counts := map[byte]uint64{}
+	seen := map[byte]bool{}
 	for pos := len(wasmMagic); pos < len(data); {
 		id := data[pos]
 		if id > 12 {
@@ -127,7 +134,21 @@ func Validate(data []byte) error {
 		if size > uint64(len(data)-pos) {
 			return fmt.Errorf("%w: section %d at byte %d claims %d bytes, %d remain (truncated?)", ErrInvalidModule, id, pos, size, len(data)-pos)
 		}
+		switch id {
+		case secFunction, secCode, secData, secDataCount: // each starts with a count
+			c, m := binary.Uvarint(data[pos : pos+int(size)])
+			if m <= 0 {
+				return fmt.Errorf("%w: malformed count in section %d at byte %d", ErrInvalidModule, id, pos)
+			}
+			counts[id], seen[id] = c, true
+		}
 		pos += int(size)
+	}
+	if counts[secFunction] != counts[secCode] {
+		return fmt.Errorf("%w: %d functions declared but %d code bodies (truncated?)", ErrInvalidModule, counts[secFunction], counts[secCode])
+	}
+	if seen[secDataCount] && counts[secDataCount] != counts[secData] {
+		return fmt.Errorf("%w: data count section says %d segments, data section has %d (truncated?)", ErrInvalidModule, counts[secDataCount], counts[secData])
 	}
 	return nil
 }

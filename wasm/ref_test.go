@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -56,10 +57,25 @@ func TestValidate(t *testing.T) {
 		"not wasm":        []byte("#!/bin/sh\necho hi\n"),
 		"truncated":       guestData.job[:1000],
 		"unknown section": append(append([]byte{}, wasmMagic...), 0x2a, 0x01, 0x00),
+		"no code bodies":  append(append([]byte{}, wasmMagic...), 0x03, 0x02, 0x01, 0x00), // one function, no code section
+		"cut before code": guestData.job[:sectionStart(t, guestData.job, 10)],
 		"bad size":        append(append([]byte{}, wasmMagic...), 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
 	} {
 		if err := Validate(b); !errors.Is(err, ErrInvalidModule) {
 			t.Errorf("Validate(%s) = %v, want ErrInvalidModule", name, err)
 		}
 	}
+}
+
+// sectionStart returns the offset of the module's section with id.
+func sectionStart(t *testing.T, data []byte, id byte) int {
+	for pos := len(wasmMagic); pos < len(data); {
+		if data[pos] == id {
+			return pos
+		}
+		size, n := binary.Uvarint(data[pos+1:])
+		pos += 1 + n + int(size)
+	}
+	t.Fatalf("no section %d", id)
+	return 0
 }

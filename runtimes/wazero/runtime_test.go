@@ -291,3 +291,31 @@ func TestStartErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHTTPModuleOverItsMemoryLimit: an HTTP task whose module needs more
+// memory to start than its limit ends at once as OOMKilled, rather than
+// listening and failing every request.
+func TestHTTPModuleOverItsMemoryLimit(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, Config{Modules: modules})
+	defer rt.Close(ctx)
+	s := spec(t, "tiny", "hello-wasm:v1")
+	s.MemoryLimitBytes = 1 << 20
+	s.Ports = []runtimes.Port{{Name: "http", ContainerPort: 8080, HostIP: "127.0.0.1"}}
+	if _, err := rt.Start(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rt.Wait(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitCode != 137 || st.Reason != "OOMKilled" || !strings.Contains(st.Message, "limit is 1048576") || len(st.Ports) != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if !strings.Contains(logOf(t, s), "module needs") {
+		t.Errorf("log: %q", logOf(t, s))
+	}
+	if err := rt.Stop(ctx, s.ID, time.Second); err != nil {
+		t.Errorf("stop of the ended task: %v", err)
+	}
+}

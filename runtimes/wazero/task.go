@@ -78,6 +78,16 @@ func (t *task) startCommand(mod *wasm.Module, limit int64) {
 // startHTTP opens a listener per port and serves each with one CGIHandler
 // (so MaxConcurrent bounds the whole task). It returns once all listen.
 func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error {
+	if limit > 0 && mod.MinMemory() > uint64(limit) {
+		// No request could ever be served: the task ends at once as
+		// OOMKilled (as the command model does), instead of listening and
+		// answering every request with a 500.
+		msg := fmt.Sprintf("module needs %d bytes of memory to start, limit is %d", mod.MinMemory(), limit)
+		fmt.Fprintf(t.log.Writer(logfile.Stderr), "orca: %s\n", msg)
+		t.cancel = func() {}
+		t.finish(wasm.ExitStatus{ExitCode: wasm.ExitCodeKilled, Reason: wasm.ReasonOOMKilled, Message: msg})
+		return nil
+	}
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
