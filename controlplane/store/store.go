@@ -36,6 +36,10 @@ type Config struct {
 	// keeps for watches that resume from a resourceVersion. Default 4096.
 	// A watch from an older resourceVersion gets 410 Gone.
 	WatchCacheEvents int
+	// WatchCacheBytes bounds the encoded size of those events per bucket,
+	// so large objects cannot make the history take much memory.
+	// Default 16 MiB.
+	WatchCacheBytes int
 }
 
 // Store is the typed store. It is safe for concurrent use.
@@ -61,6 +65,9 @@ func New(nc *nats.Conn, cfg Config) (*Store, error) {
 	}
 	if cfg.WatchCacheEvents <= 0 {
 		cfg.WatchCacheEvents = 4096
+	}
+	if cfg.WatchCacheBytes <= 0 {
+		cfg.WatchCacheBytes = 16 << 20
 	}
 	s := &Store{nc: nc, js: js, cfg: cfg, kvs: map[string]jetstream.KeyValue{}, caches: map[string]*watchCache{}}
 	// After a reconnect the NATS server may have restarted and lost the
@@ -393,7 +400,7 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 	if c, ok := s.caches[id]; ok && !c.stopped() {
 		return c, nil
 	}
-	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents)
+	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents, s.cfg.WatchCacheBytes)
 	if err := c.start(); err != nil {
 		return nil, err
 	}

@@ -345,3 +345,34 @@ func TestWatchFromAheadSkipsEarlierEvents(t *testing.T) {
 		t.Fatal("no event")
 	}
 }
+
+// TestWatchCacheKeepsItsByteBudget: large objects push old events out of
+// the history before the event count does.
+func TestWatchCacheKeepsItsByteBudget(t *testing.T) {
+	s := storetest.NewStore(t, func(c *store.Config) { c.WatchCacheBytes = 10 << 10 })
+	ctx := context.Background()
+	if _, _, err := s.List(ctx, store.ConfigMaps, ""); err != nil { // start the cache
+		t.Fatal(err)
+	}
+	var revs []uint64
+	for i := range 5 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("cm%d", i)},
+			Data: map[string]string{"k": strings.Repeat("x", 4<<10)}}
+		o, err := s.Create(ctx, store.ConfigMaps, cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, mustRV(t, o))
+	}
+	storetest.Eventually(t, 5*time.Second, func() error {
+		if _, err := s.Watch(ctx, store.ConfigMaps, "", revs[0]); !apierrors.IsResourceExpired(err) {
+			return fmt.Errorf("watch from the first of 5 x 4 KiB writes with a 10 KiB budget: %v, want 410", err)
+		}
+		return nil
+	})
+	w, err := s.Watch(ctx, store.ConfigMaps, "", revs[3])
+	if err != nil {
+		t.Fatalf("watch from a recent revision: %v", err)
+	}
+	w.Stop()
+}

@@ -26,6 +26,8 @@ type Event struct {
 	// Revision is the bucket revision to resume a watch from after this
 	// event. For the initial ADDED events it is the snapshot's revision.
 	Revision uint64
+
+	size int // encoded bytes, for the cache's memory budget
 }
 
 // maxPending is how many undelivered events a watcher may hold beyond its
@@ -41,7 +43,8 @@ type watchCache struct {
 	r        Resource
 	kv       jetstream.KeyValue
 	filter   string
-	capacity int
+	capacity int // events kept at most
+	budget   int // encoded bytes of kept events at most
 
 	ready  chan struct{} // closed once the initial snapshot is loaded
 	done   chan struct{} // closed when the NATS watcher ended
@@ -52,15 +55,17 @@ type watchCache struct {
 	rev      uint64 // last revision applied
 	minRev   uint64 // watches resuming from >= minRev can be served
 	events   []Event
+	bytes    int            // encoded size of events
+	sizes    map[string]int // key -> encoded size of the cached object
 	watchers map[*Watcher]struct{}
 	changed  chan struct{} // closed and replaced whenever rev moves
 }
 
-func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity int) *watchCache {
+func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity, budget int) *watchCache {
 	return &watchCache{
-		r: r, kv: kv, filter: filter, capacity: capacity,
+		r: r, kv: kv, filter: filter, capacity: capacity, budget: budget,
 		ready: make(chan struct{}), done: make(chan struct{}),
-		objs: map[string]Object{}, watchers: map[*Watcher]struct{}{}, changed: make(chan struct{}),
+		objs: map[string]Object{}, sizes: map[string]int{}, watchers: map[*Watcher]struct{}{}, changed: make(chan struct{}),
 	}
 }
 
@@ -133,29 +138,40 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 			slog.Error("watch cache: skipping undecodable value", "bucket", c.r.Bucket(), "key", key, "revision", rev, "err", err)
 			break
 		}
-		ev = Event{Type: watch.Modified, Object: obj, Revision: rev}
+		ev = Event{Type: watch.Modified, Object: obj, Revision: rev, size: len(e.Value())}
 		if _, ok := c.objs[key]; !ok {
 			ev.Type = watch.Added
 		}
 		c.objs[key] = obj
+		c.sizes[key] = len(e.Value())
 	default: // delete or purge
 		old, ok := c.objs[key]
 		if !ok {
 			break
 		}
+		size := c.sizes[key]
 		delete(c.objs, key)
+		delete(c.sizes, key)
 		gone := old.DeepCopyObject().(Object)
 		if !c.r.Projection {
 			gone.SetResourceVersion(fmt.Sprint(rev))
 		}
-		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev}
+		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev, size: size}
 	}
 	c.rev = max(c.rev, rev)
 	if record && ev.Object != nil {
 		c.events = append(c.events, ev)
-		if over := len(c.events) - c.capacity; over > 0 {
-			c.minRev = c.events[over-1].Revision
-			c.events = append([]Event(nil), c.events[over:]...)
+		c.bytes += ev.size
+		// Keep at most capacity events and budget bytes of them (always the
+		// newest one): a watch from an evicted revision gets 410 Gone.
+		drop := 0
+		for drop < len(c.events)-1 && (len(c.events)-drop > c.capacity || c.bytes > c.budget) {
+			c.bytes -= c.events[drop].size
+			drop++
+		}
+		if drop > 0 {
+			c.minRev = c.events[drop-1].Revision
+			c.events = append([]Event(nil), c.events[drop:]...)
 		}
 		for w := range c.watchers {
 			w.send(ev)
