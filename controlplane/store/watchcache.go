@@ -31,7 +31,8 @@ type Event struct {
 }
 
 // maxPending is how many undelivered events a watcher may hold beyond its
-// initial snapshot before it is closed as too slow (the consumer then
+// initial snapshot (and they may not exceed the cache's byte budget either)
+// before it is closed as too slow (the consumer then
 // resumes from its last revision, or relists on 410 Gone).
 const maxPending = 8192
 
@@ -303,9 +304,10 @@ type Watcher struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu      sync.Mutex // guards pending and limit
-	pending []Event
-	limit   int
+	mu           sync.Mutex // guards pending, pendingBytes and limit
+	pending      []Event
+	pendingBytes int // encoded size of live events in pending
+	limit        int
 }
 
 // Events returns the event channel. It is closed when the watch ends (the
@@ -324,12 +326,13 @@ func (w *Watcher) send(ev Event) {
 		return
 	}
 	w.mu.Lock()
-	if len(w.pending) >= w.limit {
+	if len(w.pending) >= w.limit || w.pendingBytes+ev.size > w.cache.budget {
 		w.mu.Unlock()
 		w.close() // too slow: the consumer resumes from its last revision
 		return
 	}
 	w.pending = append(w.pending, ev)
+	w.pendingBytes += ev.size
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -344,6 +347,7 @@ func (w *Watcher) pump(ctx context.Context) {
 		w.mu.Lock()
 		batch := w.pending
 		w.pending = nil
+		w.pendingBytes = 0
 		w.limit = maxPending
 		w.mu.Unlock()
 		for _, ev := range batch {
