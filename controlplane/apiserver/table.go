@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,6 +65,9 @@ func (s *Server) table(r store.Resource, objs []store.Object, rv, version, inclu
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{nameCol, col("Status", "string", "The status of the namespace.", 0), ageCol}
 	case "RuntimeClass":
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{nameCol, col("Handler", "string", "The handler of the runtime class.", 0), ageCol}
+	case "EndpointSlice":
+		t.ColumnDefinitions = []metav1.TableColumnDefinition{nameCol, col("AddressType", "string", "The IP protocol for this slice.", 0),
+			col("Ports", "string", "The ports contained in this slice.", 0), col("Endpoints", "string", "Endpoints in this slice.", 0), ageCol}
 	case "Event":
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{col("Last Seen", "string", "Time when this Event was last seen.", 0),
 			col("Type", "string", "Type of this event (Normal, Warning).", 0), col("Reason", "string", "Why the action was taken.", 0),
@@ -112,6 +116,17 @@ func orNone(s string) string {
 // cells returns a row's cells in the order of table's columns.
 func cells(o store.Object) []any {
 	switch x := o.(type) {
+	case *discoveryv1.EndpointSlice:
+		var ports, addrs []string
+		for _, p := range x.Ports {
+			if p.Port != nil {
+				ports = append(ports, fmt.Sprint(*p.Port))
+			}
+		}
+		for _, e := range x.Endpoints {
+			addrs = append(addrs, e.Addresses...)
+		}
+		return []any{x.Name, string(x.AddressType), orNone(strings.Join(ports, ",")), orNone(strings.Join(addrs, ",")), age(o)}
 	case *corev1.Event:
 		last := x.LastTimestamp.Time
 		if last.IsZero() {

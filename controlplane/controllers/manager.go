@@ -19,6 +19,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
+	"github.com/orca-edge/orca/controlplane/controllers/endpointslice"
 	"github.com/orca-edge/orca/controlplane/controllers/eventttl"
 	"github.com/orca-edge/orca/controlplane/controllers/gc"
 	"github.com/orca-edge/orca/controlplane/controllers/namespace"
@@ -81,8 +82,9 @@ func New(cfg Config) (*Manager, error) {
 		nodes       = inf(store.Nodes)
 		leases      = inf(store.Leases)
 		namespaces  = inf(store.Namespaces)
+		slices      = inf(store.EndpointSlices)
 	)
-	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces}}
+	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -91,6 +93,7 @@ func New(cfg Config) (*Manager, error) {
 		{replicaset.Name, wrap(replicaset.New(s, rss, pods).Run)},
 		{deployment.Name, wrap(deployment.New(s, deployments, rss, pods).Run)},
 		{endpoints.Name, wrap(endpoints.New(s, services, pods, eps).Run)},
+		{endpointslice.Name, wrap(endpointslice.New(s, eps, slices).Run)},
 		{nodelifecycle.Name, wrap(nodelifecycle.New(s, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
 		{gc.Name, wrap(gc.New(s, pods, rss, deployments, services, eps, leases, nodes, namespaces).Run)},
 		{namespace.Name, wrap(namespace.New(s, namespaces).Run)},

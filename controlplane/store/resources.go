@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,6 +68,8 @@ var (
 		New: func() Object { return &corev1.Service{} }, NewList: func() runtime.Object { return &corev1.ServiceList{} }}
 	Endpoints = Resource{Version: "v1", Kind: "Endpoints", ListKind: "EndpointsList", Plural: "endpoints", Singular: "endpoints", ShortNames: []string{"ep"}, Namespaced: true,
 		New: func() Object { return &corev1.Endpoints{} }, NewList: func() runtime.Object { return &corev1.EndpointsList{} }}
+	EndpointSlices = Resource{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", ListKind: "EndpointSliceList", Plural: "endpointslices", Singular: "endpointslice", Namespaced: true,
+		New: func() Object { return &discoveryv1.EndpointSlice{} }, NewList: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }}
 	ConfigMaps = Resource{Version: "v1", Kind: "ConfigMap", ListKind: "ConfigMapList", Plural: "configmaps", Singular: "configmap", ShortNames: []string{"cm"}, Namespaced: true,
 		New: func() Object { return &corev1.ConfigMap{} }, NewList: func() runtime.Object { return &corev1.ConfigMapList{} }}
 	Secrets = Resource{Version: "v1", Kind: "Secret", ListKind: "SecretList", Plural: "secrets", Singular: "secret", Namespaced: true,
@@ -92,7 +95,7 @@ var NodePods = Resource{Version: "v1", Kind: "Pod", ListKind: "PodList", Plural:
 	New: func() Object { return &corev1.Pod{} }, NewList: func() runtime.Object { return &corev1.PodList{} }}
 
 // All lists the API resources in discovery order.
-var All = []Resource{Namespaces, Nodes, Pods, Services, Endpoints, ConfigMaps, Secrets, Events, Deployments, ReplicaSets, Leases, RuntimeClasses}
+var All = []Resource{Namespaces, Nodes, Pods, Services, Endpoints, ConfigMaps, Secrets, Events, Deployments, ReplicaSets, Leases, RuntimeClasses, EndpointSlices}
 
 // NodePodKey returns the NodePods key of a pod bound to node.
 func NodePodKey(node, namespace, name string) string {

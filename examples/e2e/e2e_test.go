@@ -294,6 +294,15 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 		}
 	}
 
+	// kubectl describe reads a Service's endpoints from its EndpointSlices.
+	storetest.Eventually(t, 10*time.Second, func() error {
+		out, err := c.kubectlIn("", "describe", "service", "hello-wasm")
+		if err != nil || !strings.Contains(out, "Endpoints:") || strings.Count(out, "127.0.0.1:") < 3 {
+			return fmt.Errorf("kubectl describe service lacks the 3 endpoints (%v):\n%s", err, out)
+		}
+		return nil
+	})
+
 	// Events from the scheduler, the ReplicaSet controller and the agents.
 	storetest.Eventually(t, 10*time.Second, func() error {
 		out, err := c.kubectlIn("", "get", "events")
