@@ -45,7 +45,6 @@ type cluster struct {
 	store     *store.Store
 	server    string // apiserver URL
 	kubectlIn func(stdin string, args ...string) (string, error)
-	proxyAddr string // where the example Service is reachable through node-a's proxy
 }
 
 func startCluster(t *testing.T) *cluster {
