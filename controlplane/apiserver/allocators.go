@@ -44,8 +44,8 @@ func newAllocator(cidr, portRange string) (*allocator, error) {
 	return &allocator{prefix: pfx.Masked(), portLo: l, portHi: h, pendingIPs: map[string]bool{}, pendingPorts: map[int32]bool{}}, nil
 }
 
-// used returns the ClusterIPs and nodePorts of every stored Service except
-// the one named skip ("ns/name").
+// usedAddresses returns the ClusterIPs and nodePorts of every stored
+// Service except the one named skip ("ns/name").
 func (s *Server) usedAddresses(ctx context.Context, skip string) (map[string]bool, map[int32]bool, error) {
 	objs, _, err := s.st.List(ctx, store.Services, "")
 	if err != nil {
