@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,11 +151,10 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node string) erro
 	return errorf(pod, "bind to node %s: %w", node, err)
 }
 
+// splitKey splits a workqueue key "namespace/name" (store.KeyOf).
 func splitKey(key string) (namespace, name string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
+	if ns, n, ok := strings.Cut(key, "/"); ok {
+		return ns, n
 	}
 	return "", key
 }
