@@ -68,7 +68,7 @@ func TestCreateGetListUpdateDelete(t *testing.T) {
 	}
 	// PUT to /status changes only status.
 	updated.Status.Phase = corev1.PodRunning
-	updated.Spec.ActiveDeadlineSeconds = ptr(int64(5))
+	updated.Spec.ActiveDeadlineSeconds = new(int64(5))
 	var st corev1.Pod
 	e.must(http.StatusOK, "PUT", pods+"/web-1/status", "application/json", updated, &st)
 	if st.Status.Phase != corev1.PodRunning || st.Spec.ActiveDeadlineSeconds != nil {

@@ -52,7 +52,7 @@ func setDefaults(obj store.Object) {
 		defaultPodSpec(&o.Spec)
 	case *appsv1.Deployment:
 		if o.Spec.Replicas == nil {
-			o.Spec.Replicas = ptr(int32(1))
+			o.Spec.Replicas = new(int32(1))
 		}
 		st := &o.Spec.Strategy
 		if st.Type == "" {
@@ -72,15 +72,15 @@ func setDefaults(obj store.Object) {
 			}
 		}
 		if o.Spec.RevisionHistoryLimit == nil {
-			o.Spec.RevisionHistoryLimit = ptr(int32(10))
+			o.Spec.RevisionHistoryLimit = new(int32(10))
 		}
 		if o.Spec.ProgressDeadlineSeconds == nil {
-			o.Spec.ProgressDeadlineSeconds = ptr(int32(600))
+			o.Spec.ProgressDeadlineSeconds = new(int32(600))
 		}
 		defaultPodSpec(&o.Spec.Template.Spec)
 	case *appsv1.ReplicaSet:
 		if o.Spec.Replicas == nil {
-			o.Spec.Replicas = ptr(int32(1))
+			o.Spec.Replicas = new(int32(1))
 		}
 		defaultPodSpec(&o.Spec.Template.Spec)
 	case *corev1.Service:
@@ -126,7 +126,7 @@ func defaultPodSpec(sp *corev1.PodSpec) {
 		sp.DNSPolicy = corev1.DNSClusterFirst
 	}
 	if sp.TerminationGracePeriodSeconds == nil {
-		sp.TerminationGracePeriodSeconds = ptr(int64(corev1.DefaultTerminationGracePeriodSeconds))
+		sp.TerminationGracePeriodSeconds = new(int64(corev1.DefaultTerminationGracePeriodSeconds))
 	}
 	if sp.SchedulerName == "" {
 		sp.SchedulerName = corev1.DefaultSchedulerName
@@ -204,8 +204,6 @@ func defaultPullPolicy(image string) corev1.PullPolicy {
 	}
 	return corev1.PullIfNotPresent
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // keepSystemMeta copies the server-owned metadata of old into obj.
 func keepSystemMeta(obj, old metav1.Object) {
