@@ -14,7 +14,7 @@ const UDPIdleTimeout = 30 * time.Second
 // udpFlow relays one client's datagrams to one endpoint.
 type udpFlow struct {
 	up   net.Conn
-	last time.Time // last packet either way; udpFlows.mu
+	last time.Time // last packet either way; serveUDP's mu must be held
 }
 
 // serveUDP relays datagrams on pc: each new client address is assigned the
