@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -139,4 +141,41 @@ func (m *ModuleStore) notFound(ref string, err error) error {
 		return fmt.Errorf("module %q not found in %s: %w", ref, ModuleBucket, runtimes.ErrImage)
 	}
 	return fmt.Errorf("module %q: %w", ref, err)
+}
+
+// ModuleInfo describes one tag in the module store.
+type ModuleInfo struct {
+	// Name is the tag, "name:tag".
+	Name string `json:"name"`
+	// Digest is the module the tag points at, "sha256:<hex>".
+	Digest string `json:"digest"`
+	// Size is the module's size in bytes.
+	Size uint64 `json:"size"`
+	// Modified is when the tag was last pushed.
+	Modified time.Time `json:"modified"`
+}
+
+// List returns every tag with its digest and module size, sorted by name.
+// An empty store gives an empty list.
+func (m *ModuleStore) List(ctx context.Context) ([]ModuleInfo, error) {
+	objs, err := m.obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list modules: %w", err)
+	}
+	sizes := map[string]uint64{}
+	for _, o := range objs {
+		sizes[o.Name] = o.Size
+	}
+	var out []ModuleInfo
+	for _, o := range objs {
+		if o.Opts == nil || o.Opts.Link == nil || !ValidDigest(o.Opts.Link.Name) {
+			continue
+		}
+		out = append(out, ModuleInfo{Name: o.Name, Digest: o.Opts.Link.Name, Size: sizes[o.Opts.Link.Name], Modified: o.ModTime})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }

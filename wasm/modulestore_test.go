@@ -125,3 +125,28 @@ func TestModuleStoreFetchVerifiesDigest(t *testing.T) {
 		t.Fatalf("Fetch of a forged object: %v, want a digest mismatch wrapping ErrImage", err)
 	}
 }
+
+func TestModuleStoreList(t *testing.T) {
+	ctx := context.Background()
+	ms, err := NewModuleStore(ctx, startJetStream(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ms.List(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("empty store: %v %v", got, err)
+	}
+	job := guestData.job
+	for _, name := range []string{"job:v2", "job:v1"} {
+		if _, err := ms.Push(ctx, name, bytes.NewReader(job)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ms.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "job:v1" || got[1].Name != "job:v2" || got[0].Digest != Digest(job) ||
+		got[0].Size != uint64(len(job)) || got[0].Modified.IsZero() {
+		t.Errorf("List = %+v", got)
+	}
+}

@@ -344,6 +344,23 @@ func TestModulePushValidates(t *testing.T) {
 			t.Errorf("push %s: refused module is resolvable", name)
 		}
 	}
+	// The pushed tag reads back, alone and in the list; a missing one is 404.
+	var one WasmModule
+	e2.must(http.StatusOK, "GET", "/apis/orca.dev/v1/wasmmodules/empty:v1", "", nil, &one)
+	if one.Name != "empty:v1" || one.Spec.Digest != resp.Digest || one.Spec.Size != 8 || one.Kind != "WasmModule" {
+		t.Errorf("get module: %+v", one)
+	}
+	var list struct {
+		Kind  string       `json:"kind"`
+		Items []WasmModule `json:"items"`
+	}
+	e2.must(http.StatusOK, "GET", "/apis/orca.dev/v1/wasmmodules", "", nil, &list)
+	if list.Kind != "WasmModuleList" || len(list.Items) != 1 || list.Items[0].Name != "empty:v1" {
+		t.Errorf("list modules: %+v", list)
+	}
+	if code, out := e2.do("GET", "/apis/orca.dev/v1/wasmmodules/none:v1", "", nil); code != http.StatusNotFound {
+		t.Errorf("missing module: %d %s", code, out)
+	}
 }
 
 func TestUnsupportedPodStreamsSaySo(t *testing.T) {

@@ -1,14 +1,21 @@
 package apiserver
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/orca-edge/orca/wasm"
@@ -42,10 +49,17 @@ func (s *Server) orcaAPI(c echo.Context) error {
 	if len(segs) == 3 {
 		return s.discovery(c, schema.GroupVersion{Group: orcaGroup, Version: "v1"}, segs)
 	}
-	if segs[3] != "wasmmodules" || len(segs) != 5 {
+	if segs[3] != "wasmmodules" || len(segs) > 5 {
 		return notFoundPath(c.Request().URL.Path)
 	}
-	if c.Request().Method != http.MethodPut {
+	if c.Request().Method == http.MethodGet {
+		name := ""
+		if len(segs) == 5 {
+			name = segs[4]
+		}
+		return s.getModules(c, name)
+	}
+	if c.Request().Method != http.MethodPut || len(segs) != 5 {
 		return apiMethodNotAllowed(c.Request().Method, c.Request().URL.Path)
 	}
 	name := segs[4]
@@ -77,4 +91,73 @@ func (s *Server) orcaAPI(c echo.Context) error {
 		return apierrors.NewInternalError(fmt.Errorf("push module %s: %w", name, err))
 	}
 	return writeJSON(c, http.StatusCreated, ModuleResponse{Name: name, Digest: digest})
+}
+
+// ModuleLister is implemented by a ModulePusher that can also list its
+// tags (wasm.ModuleStore does); GET on wasmmodules then works.
+type ModuleLister interface {
+	List(ctx context.Context) ([]wasm.ModuleInfo, error)
+}
+
+// WasmModule is how a pushed module tag reads over the API.
+type WasmModule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              WasmModuleSpec `json:"spec"`
+}
+
+// WasmModuleSpec is what a tag points at.
+type WasmModuleSpec struct {
+	Digest string `json:"digest"`
+	Size   uint64 `json:"size"`
+}
+
+// getModules answers GET wasmmodules (a WasmModuleList, or a Table for
+// kubectl: NAME, DIGEST, SIZE, AGE) and GET wasmmodules/<name>.
+func (s *Server) getModules(c echo.Context, name string) error {
+	lister, ok := s.cfg.Modules.(ModuleLister)
+	if !ok {
+		return apierrors.NewServiceUnavailable("this apiserver has no WASM module store configured")
+	}
+	infos, err := lister.List(c.Request().Context())
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	gr := schema.GroupResource{Group: orcaGroup, Resource: "wasmmodules"}
+	var items []WasmModule
+	for _, in := range infos {
+		if name != "" && in.Name != name {
+			continue
+		}
+		items = append(items, WasmModule{
+			TypeMeta:   metav1.TypeMeta{APIVersion: orcaGroup + "/v1", Kind: "WasmModule"},
+			ObjectMeta: metav1.ObjectMeta{Name: in.Name, CreationTimestamp: metav1.NewTime(in.Modified)},
+			Spec:       WasmModuleSpec{Digest: in.Digest, Size: in.Size}})
+	}
+	if name != "" && len(items) == 0 {
+		return apierrors.NewNotFound(gr, name)
+	}
+	if ok, v := wantsTable(c); ok {
+		t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + v},
+			ColumnDefinitions: []metav1.TableColumnDefinition{
+				{Name: "Name", Type: "string", Format: "name"}, {Name: "Digest", Type: "string"},
+				{Name: "Size", Type: "string"}, {Name: "Age", Type: "string"}}}
+		if v == "" {
+			t.APIVersion = "meta.k8s.io/v1"
+		}
+		for _, m := range items {
+			b, _ := json.Marshal(metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}, ObjectMeta: m.ObjectMeta})
+			t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{m.Name, m.Spec.Digest, resource.NewQuantity(int64(m.Spec.Size), resource.BinarySI).String(),
+				duration.HumanDuration(time.Since(m.CreationTimestamp.Time))}, Object: runtime.RawExtension{Raw: b}})
+		}
+		return writeJSON(c, http.StatusOK, t)
+	}
+	if name != "" {
+		return writeJSON(c, http.StatusOK, items[0])
+	}
+	return writeJSON(c, http.StatusOK, struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        metav1.ListMeta `json:"metadata"`
+		Items           []WasmModule    `json:"items"`
+	}{TypeMeta: metav1.TypeMeta{APIVersion: orcaGroup + "/v1", Kind: "WasmModuleList"}, Items: items})
 }

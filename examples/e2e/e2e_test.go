@@ -293,6 +293,11 @@ func TestHelloWasmEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Pushed modules are listed like any resource.
+	if out := c.mustKubectl(t, "get", "wasmmodules"); !strings.Contains(out, "hello-wasm:v1") || !strings.Contains(out, "sha256:") {
+		t.Errorf("kubectl get wasmmodules:\n%s", out)
+	}
+
 	// kubectl describe reads a Service's endpoints from its EndpointSlices.
 	storetest.Eventually(t, 10*time.Second, func() error {
 		out, err := c.kubectlIn("", "describe", "service", "hello-wasm")

@@ -14,6 +14,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/wasm"
 )
 
 // TestApplyCreatesThenReplaces runs `orca apply` and `orca wait
@@ -63,11 +64,47 @@ func TestApplyCreatesThenReplaces(t *testing.T) {
 	if *d.Spec.Replicas != 4 || !strings.Contains(d.Annotations[lastAppliedAnnotation], `"replicas":4`) {
 		t.Errorf("after re-apply: replicas %d, last-applied %q", *d.Spec.Replicas, d.Annotations[lastAppliedAnnotation])
 	}
+	if _, err := exec("wasm", "ls"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("wasm ls without a module store: %v, want a 503", err)
+	}
 	if _, err := exec("apply", "-f", filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("apply of a missing file: want an error")
 	}
 	os.WriteFile(file, []byte("apiVersion: v9\nkind: Gadget\nmetadata: {name: x}\n"), 0o644)
 	if _, err := exec("apply", "-f", file); err == nil || !strings.Contains(err.Error(), "not served") {
 		t.Errorf("apply of an unknown kind: %v", err)
+	}
+}
+
+// TestWasmPushThenList pushes through a real apiserver and lists the tag.
+func TestWasmPushThenList(t *testing.T) {
+	ns := storetest.StartNATS(t)
+	_, st := storetest.Connect(t, ns.ClientURL())
+	ms, err := wasm.NewModuleStore(context.Background(), st.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := apiserver.New(apiserver.Config{Store: st, Modules: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "m.wasm")
+	os.WriteFile(file, emptyModule, 0o644)
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		root := newRootCommand(&out, &out)
+		root.SetArgs(append([]string{"--server", srv.URL}, args...))
+		err := root.Execute()
+		return out.String(), err
+	}
+	digest, err := run("wasm", "push", file, "--name", "tiny:v1")
+	if err != nil {
+		t.Fatalf("push: %v %s", err, digest)
+	}
+	out, err := run("wasm", "ls")
+	if err != nil || !strings.Contains(out, "tiny:v1") || !strings.Contains(out, strings.TrimSpace(digest)) || !strings.Contains(out, "NAME") {
+		t.Fatalf("wasm ls: %v\n%s", err, out)
 	}
 }

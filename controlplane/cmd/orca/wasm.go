@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,8 +32,42 @@ func newWasmCommand() *cobra.Command {
 		Use:   "wasm",
 		Short: "Manage WebAssembly modules",
 	}
-	cmd.AddCommand(newWasmPushCommand())
+	cmd.AddCommand(newWasmPushCommand(), newWasmListCommand())
 	return cmd
+}
+
+// newWasmListCommand returns `orca wasm ls`: the module tags in the
+// cluster's module store, from GET /apis/orca.dev/v1/wasmmodules.
+func newWasmListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the WASM module tags in the cluster's module store",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			server, _ := cmd.Flags().GetString("server")
+			var list struct {
+				Items []struct {
+					Metadata struct {
+						Name string `json:"name"`
+					} `json:"metadata"`
+					Spec struct {
+						Digest string `json:"digest"`
+						Size   uint64 `json:"size"`
+					} `json:"spec"`
+				} `json:"items"`
+			}
+			if _, err := doOK(server, http.MethodGet, strings.TrimSuffix(WasmModulesPath, "/"), nil, &list); err != nil {
+				return fmt.Errorf("list modules: %w", err)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+			fmt.Fprintln(w, "NAME\tDIGEST\tSIZE")
+			for _, m := range list.Items {
+				fmt.Fprintf(w, "%s\t%s\t%d\n", m.Metadata.Name, m.Spec.Digest, m.Spec.Size)
+			}
+			return w.Flush()
+		},
+	}
 }
 
 type pushOptions struct {
