@@ -36,7 +36,7 @@ func get(t *testing.T, req *http.Request) (int, http.Header, string) {
 }
 
 func TestCGIHandler(t *testing.T) {
-	var logs syncBuffer
+	var logs storetest.SyncBuffer
 	srv, _ := newHelloServer(t, HandlerConfig{
 		Args:   []string{"hello-wasm"},
 		Env:    []string{"HOSTNAME=hello-7d9f-abcde", "REQUEST_METHOD=HACKED"},

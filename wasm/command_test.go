@@ -1,33 +1,13 @@
 package wasm
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunCommand(t *testing.T) {
 	for _, tc := range []struct {
@@ -76,7 +56,7 @@ func TestRunCommand(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut syncBuffer
+			var out, errOut storetest.SyncBuffer
 			st := jobMod.Run(context.Background(), CommandConfig{
 				Args: tc.args, Env: tc.env, Stdout: &out, Stderr: &errOut, MemoryLimitBytes: tc.limit,
 			})
@@ -101,7 +81,7 @@ func TestRunCommand(t *testing.T) {
 // Canceling the context closes a running instance at once.
 func TestRunCommandCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out storetest.SyncBuffer
 	done := make(chan ExitStatus, 1)
 	go func() {
 		done <- jobMod.Run(ctx, CommandConfig{Args: []string{"job"}, Env: []string{"SLEEP_SECONDS=600"}, Stdout: &out})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // A second Engine over the same directory finds the module on disk (no
@@ -72,7 +74,7 @@ func TestEngineDiskCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out storetest.SyncBuffer
 	if st := m.Run(ctx, CommandConfig{Args: []string{"job", "again"}, Stdout: &out}); st.Reason != ReasonCompleted {
 		t.Fatalf("run from the disk cache: %+v", st)
 	}

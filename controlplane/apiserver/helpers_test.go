@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,20 +59,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run did not return after cancel")
-		}
-	})
+	storetest.RunUntilCleanup(t, srv.Run)
 	e := &env{t: t, url: "http://" + addr, nc: nc, st: st, srv: srv, http: &http.Client{Timeout: 30 * time.Second}}
 	storetest.Eventually(t, 10*time.Second, func() error {
 		resp, err := e.http.Get(e.url + "/api/v1/namespaces/default")

@@ -8,6 +8,9 @@
 package storetest
 
 import (
+	"bytes"
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +96,46 @@ func NewStore(t testing.TB, opts ...func(*store.Config)) *store.Store {
 	t.Helper()
 	_, s := Connect(t, StartNATS(t).ClientURL(), opts...)
 	return s
+}
+
+// RunUntilCleanup runs a component's Run(ctx) in a goroutine until the
+// test ends; at cleanup it cancels ctx and fails the test if Run returned
+// an error or did not return within 10 s.
+func RunUntilCleanup(t testing.TB, run func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Run did not return after its context ended")
+		}
+	})
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer and a concurrent reader
+// (a log a test reads while a component writes it).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
