@@ -5,12 +5,51 @@
 // nodePort; each new TCP connection (or UDP flow, see udp.go) goes to the
 // next ready endpoint of the Endpoints object, round-robin, on any node.
 // SCTP ports are skipped.
+//
+// A listener that cannot be opened (the address is taken by another
+// program, or by another Service port of this proxy) is logged with its
+// address, Service port and reason, and retried with back-off (5 ms doubling
+// to 30 s) until it opens; the Service's other listeners serve meanwhile.
+//
+// # Several agents on one host
+//
+// Every agent has the same cluster-wide view of Services and Endpoints, so
+// when several agents run on one host (tests, demos, hollow nodes) any of
+// them may serve a ClusterIP or NodePort address. On Linux every listener,
+// TCP and UDP, ClusterIP and NodePort, is bound with SO_REUSEPORT: each
+// agent's bind of, say, 127.96.0.10:80 succeeds and the kernel spreads new
+// connections over the agents' sockets by a hash of the connection's
+// addresses. When an agent stops, its sockets leave the group and the
+// others take every new connection, with no gap. The connections it had
+// accepted run on until they end; those still in its accept queue at that
+// instant are reset by the kernel (unless the sysctl
+// net.ipv4.tcp_migrate_req=1, Linux 5.14+, moves them to a remaining
+// socket).
+//
+// UDP datagrams are hashed the same way, on their 4-tuple, so all the
+// datagrams of one client address reach the same agent and the flow keeps
+// its endpoint. When an agent joins or leaves, the hash is taken over a
+// different number of sockets and some live flows move to another agent,
+// which starts a new flow (round-robin, possibly to another endpoint), as
+// after a conntrack flush.
+//
+// Safety: Linux lets a socket join an address's SO_REUSEPORT group only
+// when it has the effective UID of the socket that opened the group, so a
+// process of another user cannot take a share of a Service's connections;
+// any process of the agents' own UID that sets SO_REUSEPORT can, so run
+// agents under a UID of their own. A socket bound without SO_REUSEPORT
+// (another program on the address) still makes the bind fail, logged and
+// retried as above. Within one proxy two Service ports on one address are
+// refused, not balanced.
+//
+// On other systems no option is set: a second agent's bind fails, is
+// logged and retried, and the agent takes the address over once the first
+// lets it go.
 package proxy
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -29,7 +68,9 @@ import (
 // Config configures a Proxy. Store is required.
 type Config struct {
 	Store *store.Store
-	// BindClusterIPs listens on each Service's spec.clusterIP:port.
+	// BindClusterIPs listens on each Service's spec.clusterIP:port. This
+	// and the NodePort listeners are shared with the other agents of the
+	// host (SO_REUSEPORT on Linux; see the package doc).
 	BindClusterIPs bool
 	// NodePortAddress is the address NodePorts listen on; "" disables
 	// NodePorts.
@@ -99,12 +140,13 @@ func New(cfg Config) (*Proxy, error) {
 		log:       cfg.Logger.With("component", "proxy"),
 		services:  store.NewInformer(cfg.Store, store.Services),
 		endpoints: store.NewInformer(cfg.Store, store.Endpoints),
-		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		ports:     map[string]*servicePort{},
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, listenRetryMax)),
+		ports: map[string]*servicePort{},
 	}, nil
 }
 
-// Listeners returns the open listeners, sorted by address.
+// Listeners returns the open listeners, sorted by address, then protocol.
 func (p *Proxy) Listeners() []Listener {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -115,7 +157,12 @@ func (p *Proxy) Listeners() []Listener {
 			out = append(out, Listener{Service: svc, Port: port, Protocol: sp.protocol, Addr: addr})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Addr != out[j].Addr {
+			return out[i].Addr < out[j].Addr
+		}
+		return out[i].Protocol < out[j].Protocol
+	})
 	return out
 }
 
@@ -142,7 +189,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 			break
 		}
 		if err := p.sync(ctx, key); err != nil {
-			p.log.Warn("sync service failed, retrying", "service", key, "err", err)
+			p.log.Warn("sync service failed, retrying", "service", key, "retries", p.queue.NumRequeues(key), "err", err)
 			p.queue.AddRateLimited(key)
 		} else {
 			p.queue.Forget(key)
@@ -251,23 +298,12 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 			if _, ok := sp.listeners[a]; ok {
 				continue
 			}
-			if sp.protocol == corev1.ProtocolUDP {
-				pc, err := net.ListenPacket("udp", a)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("service %s port %q: listen on udp %s: %w", key, sp.key, a, err))
-					continue
-				}
-				sp.listeners[a] = pc
-				go p.serveUDP(pc, sp)
-			} else {
-				l, err := net.Listen("tcp", a)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("service %s port %q: listen on %s: %w", key, sp.key, a, err))
-					continue
-				}
-				sp.listeners[a] = l
-				go p.serve(ctx, l, sp)
+			l, err := p.listen(ctx, sp, a)
+			if err != nil {
+				errs = append(errs, err) // Run logs it and requeues key
+				continue
 			}
+			sp.listeners[a] = l
 			p.log.Info("proxying service port", "service", key, "port", sp.key, "protocol", sp.protocol, "addr", a)
 		}
 	}
@@ -308,13 +344,23 @@ func endpointsFor(ep *corev1.Endpoints, portName string, proto corev1.Protocol) 
 	return out
 }
 
-// serve accepts connections on l until it is closed.
+// serve accepts connections on l until it is closed. Other Accept errors
+// (out of file descriptors) are logged and retried after a pause, so that
+// the listener does not stay open with nobody accepting.
 func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort) {
+	var pause time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			return
+			if isClosed(err) {
+				return
+			}
+			pause = acceptBackoff(pause)
+			p.log.Warn("accept failed, retrying", "port", sp.key, "addr", l.Addr().String(), "pause", pause, "err", err)
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		go p.handle(ctx, c, sp)
 	}
 }

@@ -57,15 +57,25 @@ func freePort(t *testing.T, host string) int32 {
 
 func startProxy(t *testing.T, s *store.Store, nodePortAddr string) *Proxy {
 	t.Helper()
-	p, err := New(Config{Store: s, BindClusterIPs: true, NodePortAddress: nodePortAddr})
+	p, _ := runProxy(t, Config{Store: s, BindClusterIPs: true, NodePortAddress: nodePortAddr})
+	return p
+}
+
+// runProxy starts a proxy over cfg and returns it with stop, which cancels
+// its Run and returns once Run has (its listeners are closed then); stop
+// may be called more than once and runs at cleanup.
+func runProxy(t *testing.T, cfg Config) (p *Proxy, stop func()) {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return p
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return p, stop
 }
 
 // greet connects to addr and returns the backend's greeting line.

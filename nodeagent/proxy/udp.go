@@ -31,11 +31,19 @@ func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort) {
 		mu.Unlock()
 	}()
 	buf := make([]byte, 64<<10)
+	var pause time.Duration
 	for {
 		n, client, err := pc.ReadFrom(buf)
 		if err != nil {
-			return // listener closed
+			if isClosed(err) {
+				return
+			}
+			pause = acceptBackoff(pause)
+			p.log.Warn("udp read failed, retrying", "port", sp.key, "addr", pc.LocalAddr().String(), "pause", pause, "err", err)
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		mu.Lock()
 		f := flows[client.String()]
 		if f != nil {
