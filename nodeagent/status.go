@@ -112,6 +112,8 @@ func (w *podWorker) podStatus() corev1.PodStatus {
 	phase := w.phase()
 	st := corev1.PodStatus{
 		Phase:   phase,
+		Reason:  w.reason,
+		Message: w.message,
 		HostIP:  w.a.cfg.NodeIP,
 		HostIPs: []corev1.HostIP{{IP: w.a.cfg.NodeIP}},
 		PodIP:   w.a.cfg.NodeIP,
@@ -181,7 +183,8 @@ func (w *podWorker) applyStatus(pod *corev1.Pod) {
 		next.StartTime = old.StartTime
 	}
 	if old.Phase == corev1.PodSucceeded || old.Phase == corev1.PodFailed {
-		next.Phase = old.Phase // terminal phases are final
+		// terminal phases are final, and so is why the pod ended
+		next.Phase, next.Reason, next.Message = old.Phase, old.Reason, old.Message
 	}
 	conds := next.Conditions
 	next.Conditions = nil

@@ -75,6 +75,16 @@ func TestWasmPods(t *testing.T) {
 		t.Errorf("job log %q", text)
 	}
 
+	// A guest that would run for an hour, with a 2 s active deadline: the
+	// agent kills it and fails the pod (the module is compiled by now).
+	long := simplePod("overtime", "job:v1", corev1.RestartPolicyAlways)
+	long.Spec.RuntimeClassName = &rc
+	long.Spec.ActiveDeadlineSeconds = new(int64(2))
+	long.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SLEEP_SECONDS", Value: "3600"}}
+	e.pod("n1", long)
+	got = e.waitPod("default", "overtime", time.Minute, deadlineExceeded)
+	killedAfterDeadline(t, got, 2)
+
 	web := simplePod("hello", "hello-wasm:v1", corev1.RestartPolicyAlways)
 	web.Spec.RuntimeClassName = &rc
 	web.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}

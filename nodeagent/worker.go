@@ -17,9 +17,9 @@ import (
 )
 
 // podWorker converges one pod, as a kubelet pod worker: it is woken by
-// informer events, task exits, probe results and back-off timers, re-reads
-// the projected pod and acts. All fields below the channels belong to the
-// worker goroutine alone.
+// informer events, task exits, probe results and timers (back-off, the
+// pod's active deadline), re-reads the projected pod and acts. All fields
+// below the channels belong to the worker goroutine alone.
 type podWorker struct {
 	m        *podManager
 	a        *Agent
@@ -38,6 +38,8 @@ type podWorker struct {
 	startTime metav1.Time
 	hostPorts map[int32]int32 // containerPort -> node port, last known
 	terminal  corev1.PodPhase // Succeeded or Failed once the pod ended
+	reason    string          // status.reason once the agent ended the pod (DeadlineExceeded)
+	message   string          // status.message that goes with reason
 	restored  bool            // terminal phase read back from the store: never rewrite it
 	nextSync  time.Time       // earliest pending timer ("" = none)
 }
@@ -124,11 +126,20 @@ func (w *podWorker) sync(ctx context.Context) bool {
 		w.setup(pod)
 	}
 	w.pod = pod
+	if st := pod.Status.StartTime; st != nil {
+		// The stored startTime wins (applyStatus never rewrites it): it
+		// is what the API shows and what the active deadline counts from.
+		w.startTime = *st
+	}
 	if pod.DeletionTimestamp != nil {
 		return w.terminate(ctx)
 	}
 	if w.terminal == "" {
-		w.converge(ctx)
+		if w.pastActiveDeadline() {
+			w.failActiveDeadline(ctx)
+		} else {
+			w.converge(ctx)
+		}
 	}
 	if !w.restored {
 		if err := w.writeStatus(ctx); err != nil && ctx.Err() == nil {
@@ -193,10 +204,11 @@ func (w *podWorker) forget() {
 func (w *podWorker) setup(pod *corev1.Pod) {
 	w.uid = pod.UID
 	w.init, w.regular, w.terminal, w.restored, w.rt = nil, nil, "", false, nil
-	w.startTime = metav1.Now()
-	if pod.Status.StartTime != nil {
-		w.startTime = *pod.Status.StartTime
-	}
+	w.reason, w.message = "", ""
+	// Until sync sees a stored status.startTime (a previous agent's, or
+	// the first status this worker writes); with the stored precision
+	// (seconds), so that the active deadline counts from one instant.
+	w.startTime = metav1.Now().Rfc3339Copy()
 	w.hostPorts, _ = nodeapi.DecodeHostPorts(pod.Annotations[nodeapi.AnnotationHostPorts])
 	if w.hostPorts == nil {
 		w.hostPorts = map[int32]int32{}
@@ -307,14 +319,7 @@ func (w *podWorker) resolveRuntime() bool {
 // killPod + status manager's final delete. It reports whether the worker
 // is done.
 func (w *podWorker) terminate(ctx context.Context) bool {
-	grace := 30 * time.Second
-	if s := w.pod.Spec.TerminationGracePeriodSeconds; s != nil {
-		grace = time.Duration(*s) * time.Second
-	}
-	if s := w.pod.DeletionGracePeriodSeconds; s != nil {
-		grace = time.Duration(*s) * time.Second
-	}
-	w.killAll(ctx, grace)
+	w.killAll(ctx, terminationGrace(w.pod))
 	if w.terminal == "" {
 		w.terminal = corev1.PodSucceeded
 		for _, c := range w.regular {
@@ -337,6 +342,19 @@ func (w *podWorker) terminate(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// terminationGrace is how long pod's containers get to stop: the
+// deletion's grace period while the pod is being deleted, else
+// spec.terminationGracePeriodSeconds, else 30 s (the API default).
+func terminationGrace(pod *corev1.Pod) time.Duration {
+	if s := pod.DeletionGracePeriodSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	return 30 * time.Second
 }
 
 // deleteFromStore deletes the pod of w.uid, re-reading on conflicts.
