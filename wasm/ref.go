@@ -15,7 +15,9 @@ import (
 const DefaultTag = "latest"
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9._/-]+$`)
+	// A name is at most 255 bytes, the bound OCI distribution clients
+	// use; it is part of NATS subjects, which must stay short.
+	nameRE   = regexp.MustCompile(`^[a-z0-9._/-]{1,255}$`)
 	tagRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 	digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 )
@@ -32,7 +34,7 @@ type Ref struct {
 	Digest string
 }
 
-// ParseRef parses a module reference. Names are lowercase [a-z0-9._/-]+,
+// ParseRef parses a module reference. Names are lowercase [a-z0-9._/-]{1,255},
 // tags [A-Za-z0-9_.-]{1,128}, digests "sha256:" and 64 lowercase hex digits.
 func ParseRef(ref string) (Ref, error) {
 	if digestRE.MatchString(ref) {
@@ -43,7 +45,7 @@ func ParseRef(ref string) (Ref, error) {
 	}
 	if name, digest, ok := strings.Cut(ref, "@"); ok {
 		if !nameRE.MatchString(name) {
-			return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]+)", ref, name)
+			return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]{1,255})", ref, name)
 		}
 		if !digestRE.MatchString(digest) {
 			return Ref{}, fmt.Errorf("module reference %q: invalid digest %q (want sha256:<64 hex>)", ref, digest)
@@ -55,7 +57,7 @@ func ParseRef(ref string) (Ref, error) {
 		tag = DefaultTag
 	}
 	if !nameRE.MatchString(name) {
-		return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]+)", ref, name)
+		return Ref{}, fmt.Errorf("module reference %q: invalid name %q (want lowercase [a-z0-9._/-]{1,255})", ref, name)
 	}
 	if !tagRE.MatchString(tag) {
 		return Ref{}, fmt.Errorf("module reference %q: invalid tag %q (want [A-Za-z0-9_.-]{1,128})", ref, tag)

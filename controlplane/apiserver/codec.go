@@ -1,17 +1,19 @@
 package apiserver
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -29,6 +31,9 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, apierrors.NewTimeoutError("the request body was not received within the request timeout", 0)
 		}
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
 	}
@@ -48,6 +53,10 @@ func mediaType(c echo.Context) string {
 	return mt
 }
 
+// yamlDuplicatesKey holds, in the echo context, the error of a YAML body
+// that gives a key twice.
+const yamlDuplicatesKey = "orca.yamlDuplicates"
+
 // bodyJSON reads the body and returns it as JSON: JSON is passed through,
 // YAML (application/yaml, text/yaml) is converted with sigs.k8s.io/yaml.
 // Other media types (protobuf, CBOR) are 415; an unparsable body is 400.
@@ -66,6 +75,11 @@ func (s *Server) bodyJSON(c echo.Context) ([]byte, error) {
 		j, err := yaml.YAMLToJSON(b)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
+		}
+		// A key given twice is lost in the conversion: remember it for
+		// fieldValidation=Strict (checkStrict).
+		if _, serr := yaml.YAMLToJSONStrict(b); serr != nil {
+			c.Set(yamlDuplicatesKey, serr)
 		}
 		return j, nil
 	case protobufMediaType:
@@ -146,18 +160,43 @@ func wantsTable(c echo.Context) (bool, string) {
 	return false, ""
 }
 
-// checkStrict implements ?fieldValidation=Strict (kubectl's default
-// --validate): a body with a field the kind does not have is a 400
-// BadRequest "strict decoding error: ...". Other values (Ignore, Warn, "")
-// accept unknown fields silently.
+// checkStrict implements ?fieldValidation= as the Kubernetes apiserver
+// does for create, update and patch: the body is decoded into the kind
+// with sigs.k8s.io/json's strict options, so an unknown field and a field
+// given twice are found with their paths ("unknown field
+// \"spec.foo\"", "duplicate field \"metadata.name\""). Strict
+// (kubectl's default --validate) makes them a 400 "strict decoding
+// error: ..."; Warn (the server default, "") answers them as Warning
+// headers; Ignore skips the check. Any other value is a 400.
 func checkStrict(c echo.Context, r store.Resource, data []byte) error {
-	if c.QueryParam("fieldValidation") != "Strict" {
+	mode := c.QueryParam("fieldValidation")
+	switch mode {
+	case metav1.FieldValidationIgnore:
+		return nil
+	case "", metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("fieldValidation %q is not one of %s, %s, %s", mode,
+			metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict))
+	}
+	strictErrs, err := sigsjson.UnmarshalStrict(data, r.New(), sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", r.Kind, err))
+	}
+	if mode == metav1.FieldValidationStrict && c.Get(yamlDuplicatesKey) != nil {
+		strictErrs = append(strictErrs, c.Get(yamlDuplicatesKey).(error))
+	}
+	if len(strictErrs) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(r.New()); err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("strict decoding error: %s", strings.TrimPrefix(err.Error(), "json: ")))
+	msgs := make([]string, len(strictErrs))
+	for i, e := range strictErrs {
+		msgs[i] = e.Error()
+	}
+	if mode == metav1.FieldValidationStrict {
+		return apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+	}
+	for _, m := range msgs {
+		c.Response().Header().Add("Warning", fmt.Sprintf("299 - %q", m))
 	}
 	return nil
 }

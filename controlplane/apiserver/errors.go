@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,18 @@ func statusOf(err error) metav1.Status {
 		if st.Status == "" {
 			st.Status = metav1.StatusFailure
 		}
+		// Kubernetes' NotFound and MethodNotAllowed always carry details
+		// (clients such as kubectl debug read them).
+		if st.Details == nil && (st.Code == http.StatusNotFound || st.Code == http.StatusMethodNotAllowed) {
+			st.Details = &metav1.StatusDetails{}
+		}
+		return st
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The request ran out of its time (limitRequests): the Kubernetes
+		// timeout filter's 504.
+		st := apierrors.NewTimeoutError("request did not complete within the allotted timeout", 0).Status()
+		st.Kind, st.APIVersion = "Status", "v1"
 		return st
 	}
 	var he *echo.HTTPError

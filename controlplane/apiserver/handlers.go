@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -27,7 +28,15 @@ func (s *Server) get(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
 		return err
 	}
-	obj, err := s.st.Get(c.Request().Context(), ri.res, ri.namespace, ri.name)
+	rv, err := getOptions(c.Request().URL.Query())
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if err := s.st.WaitRevision(ctx, ri.res, rv); err != nil {
+		return err
+	}
+	obj, err := s.st.Get(ctx, ri.res, ri.namespace, ri.name)
 	if err != nil {
 		return err
 	}
@@ -49,18 +58,17 @@ func requireNamespace(ri reqInfo) error {
 // list answers GET of a collection, filtered by labelSelector and
 // fieldSelector. Paging (limit/continue) is not implemented: the whole list
 // is returned without a continue token, which clients accept.
-func (s *Server) list(c echo.Context, ri reqInfo) error {
+func (s *Server) list(c echo.Context, ri reqInfo, opts metainternalversion.ListOptions, sel selector) error {
 	q := c.Request().URL.Query()
-	sel, err := parseSelectors(ri.res, q.Get("labelSelector"), q.Get("fieldSelector"))
-	if err != nil {
+	// Lists are served at the latest revision; one from a resourceVersion
+	// the store has not reached waits for it (then 504 "Too large
+	// resource version").
+	minRV, _ := store.ParseResourceVersion(opts.ResourceVersion) // checked by listOptions
+	ctx := c.Request().Context()
+	if err := s.st.WaitRevision(ctx, ri.res, minRV); err != nil {
 		return err
 	}
-	// Lists are always served at the latest revision (as resourceVersion=""
-	// in Kubernetes), but a malformed resourceVersion is still a 400.
-	if _, err := store.ParseResourceVersion(q.Get("resourceVersion")); err != nil {
-		return err
-	}
-	objs, rev, err := s.st.List(c.Request().Context(), ri.res, ri.namespace)
+	objs, rev, err := s.st.List(ctx, ri.res, ri.namespace)
 	if err != nil {
 		return err
 	}
@@ -494,8 +502,7 @@ func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, 
 // the selectors is deleted as by deleteObject. It returns the list of
 // objects as deleteObject returned them.
 func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
-	q := c.Request().URL.Query()
-	sel, err := parseSelectors(ri.res, q.Get("labelSelector"), q.Get("fieldSelector"))
+	_, sel, err := listOptions(ri.res, c.Request().URL.Query(), false)
 	if err != nil {
 		return err
 	}

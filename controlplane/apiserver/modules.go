@@ -28,6 +28,10 @@ const MaxModuleBytes = 64 << 20
 // components, then an optional ":tag" (OCI distribution's grammar).
 var moduleName = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`)
 
+// maxModuleNameBytes bounds "name:tag": a 255-byte name (wasm.ParseRef)
+// and a 128-byte tag.
+const maxModuleNameBytes = 255 + 1 + 128
+
 // ModuleResponse is the answer to a module push.
 type ModuleResponse struct {
 	Name   string `json:"name"`
@@ -63,9 +67,9 @@ func (s *Server) orcaAPI(c echo.Context) error {
 		return apiMethodNotAllowed(c.Request().Method, c.Request().URL.Path)
 	}
 	name := segs[4]
-	if !moduleName.MatchString(name) {
+	if len(name) > maxModuleNameBytes || !moduleName.MatchString(name) {
 		return apierrors.NewInvalid(schema.GroupKind{Group: orcaGroup, Kind: "WasmModule"}, name, field.ErrorList{
-			field.Invalid(field.NewPath("metadata", "name"), name, "must be a module reference such as hello-wasm:v1 (lowercase path components, optional :tag)")})
+			field.Invalid(field.NewPath("metadata", "name"), name, "must be a module reference such as hello-wasm:v1 (lowercase path components, at most 255 bytes, optional :tag)")})
 	}
 	if s.cfg.Modules == nil {
 		return apierrors.NewServiceUnavailable("this apiserver has no WASM module store configured")

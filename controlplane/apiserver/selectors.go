@@ -25,25 +25,16 @@ func (s selector) matches(obj store.Object) bool {
 	return s.label.Matches(labels.Set(obj.GetLabels())) && s.field.Matches(fieldSet(obj))
 }
 
-// parseSelectors parses the labelSelector (labels.Parse) and fieldSelector
-// (fields.ParseSelector) query parameters. A field the kind does not
-// support is a 400, as in Kubernetes ("field label not supported").
-func parseSelectors(r store.Resource, ls, fs string) (selector, error) {
-	lsel, err := labels.Parse(ls)
-	if err != nil {
-		return selector{}, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
-	}
-	fsel, err := fields.ParseSelector(fs)
-	if err != nil {
-		return selector{}, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %q: %v", fs, err))
-	}
+// checkFieldSelector fails with a 400 when fs names a field the kind does
+// not support, as in Kubernetes ("field label not supported").
+func checkFieldSelector(r store.Resource, fs fields.Selector) error {
 	supported := fieldSet(r.New())
-	for _, req := range fsel.Requirements() {
+	for _, req := range fs.Requirements() {
 		if _, ok := supported[req.Field]; !ok {
-			return selector{}, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+			return apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
 		}
 	}
-	return selector{label: lsel, field: fsel}, nil
+	return nil
 }
 
 // fieldSet returns the fields an object can be selected by: metadata.name

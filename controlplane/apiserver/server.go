@@ -26,8 +26,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/net/netutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -58,6 +63,27 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 3 MiB
 	// (Kubernetes' own limit). Module pushes have their own 64 MiB bound.
 	MaxBodyBytes int64
+	// MaxRequestsInFlight bounds the read-only requests served at once,
+	// MaxMutatingRequestsInFlight the mutating ones (kube-apiserver's
+	// --max-requests-inflight and --max-mutating-requests-inflight);
+	// one more gets 429 with Retry-After. Watches and pod logs are not
+	// counted. Defaults 400 and 200.
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
+	// RequestTimeout bounds a request that is not a watch or a log read,
+	// its body included (kube-apiserver's --request-timeout). A body not
+	// received in time is a 504 Timeout and the connection is closed.
+	// Default 60 s. Module pushes get 10 minutes.
+	RequestTimeout time.Duration
+	// MaxConnections bounds the HTTP connections open at once (watches
+	// included); more wait in the kernel's accept queue. Default 4096,
+	// which bounds the memory idle and slow connections can take to
+	// about 100 MB.
+	MaxConnections int
+	// LivenessGracePeriod is how long the NATS connection may be down
+	// (reconnecting) before /livez fails. /readyz fails at once.
+	// Default 30 s.
+	LivenessGracePeriod time.Duration
 	// Logger receives one debug line per request. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -74,6 +100,11 @@ type Server struct {
 
 	// resources maps "group/version/plural" to its descriptor.
 	resources map[string]store.Resource
+
+	readOnly, mutating chan struct{} // in-flight request slots (limitRequests)
+
+	healthMu  sync.Mutex // guards downSince
+	downSince time.Time  // when the NATS connection was seen down; zero while up
 
 	bootMu sync.Mutex // serializes Bootstrap
 }
@@ -99,6 +130,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 3 << 20
 	}
+	if cfg.MaxRequestsInFlight <= 0 {
+		cfg.MaxRequestsInFlight = 400
+	}
+	if cfg.MaxMutatingRequestsInFlight <= 0 {
+		cfg.MaxMutatingRequestsInFlight = 200
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 60 * time.Second
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 4096
+	}
+	if cfg.LivenessGracePeriod <= 0 {
+		cfg.LivenessGracePeriod = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -110,7 +156,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, resources: map[string]store.Resource{}}
+	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, resources: map[string]store.Resource{},
+		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight)}
+	if s.nc != nil {
+		s.watchNATS()
+	}
 	for _, r := range store.All {
 		s.resources[r.APIVersion()+"/"+r.Plural] = r
 	}
@@ -139,9 +189,12 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	// Headers must arrive within 10 s and an idle keep-alive connection is
+	// closed after 90 s; bodies are bounded per request (limitRequests).
+	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(netutil.LimitListener(ln, s.cfg.MaxConnections)) }()
 	s.log.Info("apiserver listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
@@ -169,14 +222,11 @@ func (s *Server) routes() *echo.Echo {
 		}
 		writeError(c, err)
 	}
-	e.Use(s.logRequests)
-	ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
-	e.GET("/healthz", ok)
-	e.GET("/readyz", ok)
-	e.GET("/livez", ok)
-	e.GET("/healthz/*", ok)
-	e.GET("/readyz/*", ok)
-	e.GET("/livez/*", ok)
+	e.Use(s.logRequests, s.limitRequests)
+	for _, ep := range []string{"healthz", "livez", "readyz"} {
+		e.GET("/"+ep, s.health(ep))
+		e.GET("/"+ep+"/*", s.health(ep))
+	}
 	e.GET("/version", s.version)
 	e.GET("/openapi/v3", s.openAPIRoot)
 	e.GET("/openapi/v3/*", s.openAPIGroupVersion)
@@ -306,23 +356,32 @@ func (s *Server) dispatch(c echo.Context) error {
 		}
 		return s.discovery(c, ri.gv, splitPath(p))
 	}
-	q := req.URL.Query()
-	watching := ri.watch || q.Get("watch") == "true" || q.Get("watch") == "1"
+	if err := checkPathNames(ri); err != nil {
+		return err
+	}
 	if ri.sub != "" {
 		return s.subresource(c, ri)
 	}
 	switch req.Method {
 	case http.MethodGet:
-		if ri.name != "" && !watching {
+		q := req.URL.Query()
+		if ri.name != "" && !ri.watch && q.Get("watch") == "" {
 			return s.get(c, ri)
 		}
-		if watching {
-			if ri.name != "" {
-				q.Set("fieldSelector", joinSelector(q.Get("fieldSelector"), "metadata.name="+ri.name))
-			}
-			return s.watch(c, ri, q)
+		opts, sel, err := listOptions(ri.res, q, ri.watch)
+		if err != nil {
+			return err
 		}
-		return s.list(c, ri)
+		if opts.Watch {
+			if ri.name != "" {
+				sel.field = fields.AndSelectors(sel.field, fields.OneTermEqualSelector("metadata.name", ri.name))
+			}
+			return s.watch(c, ri, opts, sel)
+		}
+		if ri.name != "" {
+			return s.get(c, ri)
+		}
+		return s.list(c, ri, opts, sel)
 	case http.MethodPost:
 		if ri.name != "" {
 			return apiMethodNotAllowed(req.Method, p)
@@ -347,9 +406,22 @@ func (s *Server) dispatch(c echo.Context) error {
 	return apiMethodNotAllowed(req.Method, p)
 }
 
-func joinSelector(a, b string) string {
-	if a == "" {
-		return b
+// checkPathNames answers 404 for a name or namespace in the path that no
+// object can have (longer than a name may be, or not a valid path
+// segment: ".", "..", or containing "/" or "%"), as the Kubernetes
+// apiserver answers for a name it has not stored, before anything is
+// sent to NATS. Names that merely break the kind's naming rules still
+// reach the handlers, which answer 404 or 422 as Kubernetes does.
+func checkPathNames(ri reqInfo) error {
+	if ri.namespace != "" && !possibleName(ri.namespace, validation.DNS1123LabelMaxLength) {
+		return apierrors.NewNotFound(store.Namespaces.GroupResource(), ri.namespace)
 	}
-	return a + "," + b
+	if ri.name != "" && !possibleName(ri.name, validation.DNS1123SubdomainMaxLength) {
+		return apierrors.NewNotFound(ri.res.GroupResource(), ri.name)
+	}
+	return nil
+}
+
+func possibleName(name string, maxLen int) bool {
+	return len(name) <= maxLen && len(path.IsValidPathSegmentName(name)) == 0
 }

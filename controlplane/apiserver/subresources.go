@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -79,6 +80,10 @@ func (s *Server) bind(c echo.Context, ri reqInfo) error {
 	}
 	if b.Target.Kind != "" && b.Target.Kind != "Node" {
 		return apierrors.NewBadRequest(fmt.Sprintf("bind pod %s/%s: target kind %q is not Node", ri.namespace, ri.name, b.Target.Kind))
+	}
+	// As the pod's spec.nodeName, which the binding sets (ValidateNodeName).
+	if msgs := validation.IsDNS1123Subdomain(b.Target.Name); len(msgs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, ri.name, field.ErrorList{field.Invalid(field.NewPath("target", "name"), b.Target.Name, msgs[0])})
 	}
 	if _, err := s.st.Bind(c.Request().Context(), ri.namespace, ri.name, b.UID, b.Target.Name); err != nil {
 		return err

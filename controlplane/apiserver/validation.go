@@ -173,6 +173,7 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 			if c.Image == "" {
 				errs = append(errs, field.Required(idx.Child("image"), ""))
 			}
+			errs = append(errs, validateResources(&c.Resources, idx.Child("resources"))...)
 			for j, port := range c.Ports {
 				pp := idx.Child("ports").Index(j)
 				for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
@@ -221,6 +222,42 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, metav1validation.ValidateLabels(sp.NodeSelector, p.Child("nodeSelector"))...)
 	return errs
 }
+
+// validateResources checks a container's resource limits and requests as
+// Kubernetes' ValidateResourceRequirements: names are standard (cpu,
+// memory, ephemeral-storage, hugepages-<size>) or domain-qualified,
+// quantities are not negative, and a request is at most its limit.
+func validateResources(rr *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(list corev1.ResourceList, lp *field.Path) {
+		for name, q := range list {
+			kp := lp.Key(string(name))
+			if !standardContainerResources.Has(string(name)) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+				if !strings.Contains(string(name), "/") {
+					errs = append(errs, field.Invalid(kp, name, "must be a standard resource type or fully qualified"))
+				} else {
+					for _, msg := range validation.IsQualifiedName(string(name)) {
+						errs = append(errs, field.Invalid(kp, name, msg))
+					}
+				}
+			}
+			if q.Sign() < 0 {
+				errs = append(errs, field.Invalid(kp, q.String(), "must be greater than or equal to 0"))
+			}
+		}
+	}
+	check(rr.Limits, p.Child("limits"))
+	check(rr.Requests, p.Child("requests"))
+	for name, req := range rr.Requests {
+		if lim, ok := rr.Limits[name]; ok && req.Cmp(lim) > 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
+				fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
+		}
+	}
+	return errs
+}
+
+var standardContainerResources = sets.New(string(corev1.ResourceCPU), string(corev1.ResourceMemory), string(corev1.ResourceEphemeralStorage))
 
 // validateWorkload checks a Deployment's or ReplicaSet's replicas,
 // selector (required, non-empty, matching the template's labels) and

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -35,35 +35,51 @@ type watchEvent struct {
 // annotation when sendInitialEvents=true). With a Table Accept header each
 // event carries a one-row meta.k8s.io Table, column definitions in the
 // first only.
-func (s *Server) watch(c echo.Context, ri reqInfo, q url.Values) error {
-	sel, err := parseSelectors(ri.res, q.Get("labelSelector"), q.Get("fieldSelector"))
-	if err != nil {
-		return err
-	}
-	rv, err := store.ParseResourceVersion(q.Get("resourceVersion"))
+func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.ListOptions, sel selector) error {
+	rv, err := store.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	if t := q.Get("timeoutSeconds"); t != "" {
-		n, err := strconv.Atoi(t)
-		if err != nil || n < 0 {
-			return apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds %q must be a non-negative integer", t))
+	if t := opts.TimeoutSeconds; t != nil {
+		if *t < 0 {
+			return apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds %d must be a non-negative integer", *t))
 		}
-		if n > 0 {
+		if *t > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Duration(n)*time.Second)
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(*t)*time.Second)
 			defer cancel()
 		}
 	}
-	if rv == 0 {
-		// Start from the latest state: a list waits until the store's
-		// watch cache has applied every write acknowledged so far.
+	// Which events come first (Kubernetes' watch semantics): with
+	// sendInitialEvents=true the state not older than resourceVersion as
+	// ADDED events, then a bookmark; without it, resourceVersion "" or "0"
+	// sends the current state and a later one resumes after it; with
+	// sendInitialEvents=false and no resourceVersion only changes from now.
+	initial := rv == 0
+	if opts.SendInitialEvents != nil {
+		initial = *opts.SendInitialEvents
+	}
+	from := rv
+	switch {
+	case initial:
+		if err := s.st.WaitRevision(ctx, ri.res, rv); err != nil {
+			return err
+		}
+		// A list waits until the store's watch cache has applied every
+		// write acknowledged so far.
 		if _, _, err := s.st.List(ctx, ri.res, ri.namespace); err != nil {
 			return err
 		}
+		from = 0
+	case rv == 0:
+		_, latest, err := s.st.List(ctx, ri.res, ri.namespace)
+		if err != nil {
+			return err
+		}
+		from = latest
 	}
-	w, werr := s.st.Watch(ctx, ri.res, ri.namespace, rv)
+	w, werr := s.st.Watch(ctx, ri.res, ri.namespace, from)
 	if werr != nil && !apierrors.IsResourceExpired(werr) && !apierrors.IsGone(werr) {
 		return werr
 	}
@@ -81,9 +97,9 @@ func (s *Server) watch(c echo.Context, ri reqInfo, q url.Values) error {
 	}
 	defer w.Stop()
 	tableWanted, tableVersion := wantsTable(c)
-	includeObject := q.Get("includeObject")
-	bookmarks := q.Get("allowWatchBookmarks") == "true"
-	initialEnd := q.Get("sendInitialEvents") == "true"
+	includeObject := c.QueryParam("includeObject")
+	bookmarks := opts.AllowWatchBookmarks
+	initialEnd := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	matched := map[string]bool{} // last known selector result per object key
 	firstTable := true
 	send := func(t watch.EventType, obj store.Object) error {

@@ -3,7 +3,35 @@ package store
 import (
 	"fmt"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
+
+// MaxKeyBytes bounds an encoded KV key (or watch filter): 1024 bytes.
+//
+// A key is part of the subject of every KV operation, and nats-server
+// closes a client connection whose protocol line exceeds its
+// max_control_line (4 KiB by default); nats.go does not reconnect after
+// that, so one over-long key would cut the whole process off from the
+// cluster. Every valid object name fits easily: a namespace is at most 63
+// bytes, a name at most 253, and a node-pod projection key is node +
+// namespace + name, at most 571 bytes before escapes of characters valid
+// names never contain.
+const MaxKeyBytes = 1024
+
+// checkKey returns a 400 BadRequest when key cannot be sent to NATS: empty,
+// an empty token, or longer than MaxKeyBytes. what names the operation for
+// the message. Callers that look an object up turn it into a 404 (no
+// object can have that key).
+func checkKey(what, key string) error {
+	switch {
+	case len(key) > MaxKeyBytes:
+		return apierrors.NewBadRequest(fmt.Sprintf("%s: key is %d bytes long; the limit is %d bytes", what, len(key), MaxKeyBytes))
+	case key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, ".."):
+		return apierrors.NewBadRequest(fmt.Sprintf("%s: key %q has an empty token (an empty name or namespace)", what, key))
+	}
+	return nil
+}
 
 // Key layout (README, design decision 2): a namespaced object lives under
 // "<namespace>.<name>", a cluster-scoped one under "<name>". NATS keys may

@@ -207,7 +207,11 @@ func (s *Store) Get(ctx context.Context, r Resource, namespace, name string) (Ob
 	if err != nil {
 		return nil, err
 	}
-	e, err := kv.Get(ctx, s.key(r, namespace, name))
+	key := s.key(r, namespace, name)
+	if checkKey("get", key) != nil {
+		return nil, apierrors.NewNotFound(r.GroupResource(), name) // no object can have that key
+	}
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, apierrors.NewNotFound(r.GroupResource(), name)
 	}
@@ -232,7 +236,11 @@ func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, err
 	if err := s.checkSize(r, obj, data); err != nil {
 		return nil, err
 	}
-	rev, err := kv.Create(ctx, s.key(r, obj.GetNamespace(), obj.GetName()), data)
+	key := s.key(r, obj.GetNamespace(), obj.GetName())
+	if err := checkKey(fmt.Sprintf("create %s %s/%s", r.Kind, obj.GetNamespace(), obj.GetName()), key); err != nil {
+		return nil, err
+	}
+	rev, err := kv.Create(ctx, key, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, apierrors.NewAlreadyExists(r.GroupResource(), obj.GetName())
 	}
@@ -266,6 +274,9 @@ func (s *Store) Update(ctx context.Context, r Resource, obj Object) (Object, err
 		return nil, err
 	}
 	key := s.key(r, obj.GetNamespace(), obj.GetName())
+	if checkKey("update", key) != nil {
+		return nil, apierrors.NewNotFound(r.GroupResource(), obj.GetName())
+	}
 	newRev, err := kv.Update(ctx, key, data, rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		if _, gerr := kv.Get(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
@@ -287,6 +298,9 @@ func (s *Store) Put(ctx context.Context, r Resource, key string, obj Object) err
 	if err != nil {
 		return err
 	}
+	if err := checkKey("put "+r.Kind, key); err != nil {
+		return err
+	}
 	data, err := Encode(r, obj)
 	if err != nil {
 		return err
@@ -300,6 +314,9 @@ func (s *Store) DeleteKey(ctx context.Context, r Resource, key string) error {
 	kv, err := s.bucket(ctx, r)
 	if err != nil {
 		return err
+	}
+	if checkKey("delete "+r.Kind, key) != nil {
+		return nil // nothing can be stored under that key
 	}
 	err = kv.Delete(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -321,6 +338,9 @@ func (s *Store) Delete(ctx context.Context, r Resource, namespace, name, resourc
 		return nil, err
 	}
 	key := s.key(r, namespace, name)
+	if checkKey("delete", key) != nil {
+		return nil, apierrors.NewNotFound(r.GroupResource(), name)
+	}
 	for attempt := 0; ; attempt++ {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -364,10 +384,30 @@ func (s *Store) List(ctx context.Context, r Resource, namespace string) ([]Objec
 	return objs, rev, nil
 }
 
+// WaitRevision waits until reads of r reflect revision rev ("not older
+// than rev", as a Kubernetes read with a resourceVersion), at most
+// TooLargeResourceVersionWait; then it fails with the Kubernetes
+// apiserver's "Too large resource version" (504 Timeout, cause
+// ResourceVersionTooLarge). rev 0 returns at once.
+func (s *Store) WaitRevision(ctx context.Context, r Resource, rev uint64) error {
+	if rev == 0 {
+		return nil
+	}
+	c, err := s.cache(ctx, r, "")
+	if err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	return c.waitRevision(ctx, rev)
+}
+
 // Watch streams changes of r in namespace ("" = all) after resourceVersion
 // fromRV. With fromRV 0 it first sends every current object as ADDED. It
 // returns 410 Gone (apierrors.IsResourceExpired) when events after fromRV
-// are no longer kept. The watch ends when ctx ends or, for a consumer too
+// are no longer kept, and "Too large resource version" (see WaitRevision)
+// when fromRV is still ahead of the store after a short wait. The watch ends when ctx ends or, for a consumer too
 // slow to keep up, by closing the channel; resume from the last seen
 // resourceVersion.
 func (s *Store) Watch(ctx context.Context, r Resource, namespace string, fromRV uint64) (*Watcher, error) {
@@ -378,12 +418,22 @@ func (s *Store) Watch(ctx context.Context, r Resource, namespace string, fromRV 
 // filter (for example "node-1.>" on NodePods); the filter is applied by the
 // NATS server.
 func (s *Store) WatchFiltered(ctx context.Context, r Resource, filter, namespace string, fromRV uint64) (*Watcher, error) {
+	if filter != "" {
+		if err := checkKey("watch "+r.Plural, filter); err != nil {
+			return nil, err
+		}
+	}
 	c, err := s.cache(ctx, r, filter)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
+	}
+	if fromRV > 0 && filter == "" {
+		if err := c.waitRevision(ctx, fromRV); err != nil {
+			return nil, err
+		}
 	}
 	return c.watch(ctx, namespace, fromRV)
 }

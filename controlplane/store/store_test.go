@@ -318,6 +318,8 @@ func TestTooLargeObjectIs413AndNotStored(t *testing.T) {
 	}
 }
 
+// TestWatchFromAheadSkipsEarlierEvents: a watch from a revision the store
+// reaches while it waits starts there and sends nothing at or before it.
 func TestWatchFromAheadSkipsEarlierEvents(t *testing.T) {
 	s := storetest.NewStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -326,23 +328,63 @@ func TestWatchFromAheadSkipsEarlierEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := mustRV(t, first) + 2
-	w, err := s.Watch(ctx, store.Pods, "", from)
-	if err != nil {
+	if _, _, err := s.List(ctx, store.Pods, ""); err != nil { // start the cache: it keeps history from here
 		t.Fatal(err)
 	}
+	from := mustRV(t, first) + 2
+	type result struct {
+		w   *store.Watcher
+		err error
+	}
+	started := make(chan result, 1)
+	go func() {
+		w, err := s.Watch(ctx, store.Pods, "", from)
+		started <- result{w, err}
+	}()
 	for i := 1; i <= 3; i++ {
 		if _, err := s.Create(ctx, store.Pods, pod("default", fmt.Sprintf("p%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	r := <-started
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
 	select {
-	case ev := <-w.Events():
+	case ev := <-r.w.Events():
 		if ev.Revision != from+1 || ev.Object.GetName() != "p3" {
 			t.Fatalf("first event after %d: %s at %d, want p3 at %d", from, ev.Object.GetName(), ev.Revision, from+1)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event")
+	}
+}
+
+// TestReadFromTooLargeResourceVersion: a watch or a read from a revision
+// the store does not reach within the wait fails as Kubernetes' watch
+// cache does: 504 Timeout, cause ResourceVersionTooLarge.
+func TestReadFromTooLargeResourceVersion(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	first, err := s.Create(ctx, store.Pods, pod("default", "p0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := mustRV(t, first) + 1000
+	check := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsTimeout(err) || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+			t.Fatalf("%s from %d: want Timeout with cause ResourceVersionTooLarge, got %v", what, ahead, err)
+		}
+		if want := fmt.Sprintf("Too large resource version: %d, current: %d", ahead, mustRV(t, first)); !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: message %q, want %q", what, err.Error(), want)
+		}
+	}
+	_, err = s.Watch(ctx, store.Pods, "", ahead)
+	check("watch", err)
+	check("wait", s.WaitRevision(ctx, store.Pods, ahead))
+	if err := s.WaitRevision(ctx, store.Pods, mustRV(t, first)); err != nil {
+		t.Fatalf("wait for a reached revision: %v", err)
 	}
 }
 

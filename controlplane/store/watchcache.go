@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -233,6 +235,46 @@ func (c *watchCache) waitFresh(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// TooLargeResourceVersionWait is how long a read or watch from a
+// resourceVersion the store has not reached yet waits for it before it
+// fails with TooLargeResourceVersion: 3 s, as the Kubernetes watch cache
+// (k8s.io/apiserver cacher's blockTimeout).
+const TooLargeResourceVersionWait = 3 * time.Second
+
+// waitRevision waits until the cache has applied rev, at most
+// TooLargeResourceVersionWait. It then fails with the Kubernetes
+// apiserver's "Too large resource version" error: 504 Timeout, cause
+// ResourceVersionTooLarge, retry after 1 s (client-go relists on it).
+func (c *watchCache) waitRevision(ctx context.Context, rev uint64) error {
+	timer := time.NewTimer(TooLargeResourceVersionWait)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		cur, ch := c.rev, c.changed
+		c.mu.Unlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return tooLargeResourceVersion(rev, cur)
+		case <-c.done:
+			return fmt.Errorf("store: watch cache %s stopped", c.r.Bucket())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// tooLargeResourceVersion is k8s.io/apiserver/pkg/storage's
+// NewTooLargeResourceVersionError.
+func tooLargeResourceVersion(want, cur uint64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
 }
 
 // list returns the cached objects in namespace ("" = all), sorted by key,

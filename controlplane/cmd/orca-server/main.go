@@ -41,6 +41,11 @@ type options struct {
 	eventTTL    time.Duration
 	replicas    int
 	logLevel    string
+
+	maxInflight         int
+	maxMutatingInflight int
+	requestTimeout      time.Duration
+	maxConnections      int
 }
 
 func main() {
@@ -73,6 +78,10 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.DurationVar(&o.eventTTL, "event-ttl", time.Hour, "how long Events are kept after they were last seen")
 	f.IntVar(&o.replicas, "replicas", 1, "stream replicas per KV bucket (3 on an external NATS cluster)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.IntVar(&o.maxInflight, "max-requests-inflight", 400, "read-only API requests served at once; more get 429 (watches and logs are not counted)")
+	f.IntVar(&o.maxMutatingInflight, "max-mutating-requests-inflight", 200, "mutating API requests served at once; more get 429")
+	f.DurationVar(&o.requestTimeout, "request-timeout", time.Minute, "time an API request (body included) may take, watches and logs excepted")
+	f.IntVar(&o.maxConnections, "max-connections", 4096, "HTTP connections the apiserver holds at once; more wait to be accepted")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -114,13 +123,26 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	// A connection nats.go closes for good (the server closed it for a
+	// protocol error; it does not reconnect then) ends the process with
+	// an error, so its supervisor restarts it instead of leaving it up
+	// and cut off from the cluster.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	nc, err := nats.Connect(url, nats.Name("orca-server"), nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed the connection ourselves
 				slog.Warn("NATS disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }))
+		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			if ctx.Err() == nil {
+				err := fmt.Errorf("NATS connection closed: %v", c.LastError())
+				slog.Error("orca-server cannot go on without NATS; exiting", "err", err)
+				fail(err)
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
@@ -137,7 +159,9 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules})
+		api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules,
+			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
+			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections})
 		if err != nil {
 			return err
 		}
@@ -158,6 +182,9 @@ func run(ctx context.Context, o options) error {
 		g.Go(func() error { return cm.Run(ctx) })
 	}
 	err = g.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
