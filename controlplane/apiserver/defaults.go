@@ -15,7 +15,8 @@ import (
 // Kubernetes strategies' PrepareForCreate: a pod starts Pending, a
 // namespace Active with the "kubernetes" finalizer (the namespace
 // controller removes it after emptying the namespace), workload and
-// service status start empty.
+// service status start empty, a secret's stringData is merged into its
+// data (mergeStringData).
 func prepareForCreate(obj store.Object) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
@@ -31,6 +32,8 @@ func prepareForCreate(obj store.Object) {
 		o.Status = appsv1.DeploymentStatus{}
 	case *appsv1.ReplicaSet:
 		o.Status = appsv1.ReplicaSetStatus{}
+	case *corev1.Secret:
+		mergeStringData(o)
 	}
 }
 

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -11,9 +13,18 @@ import (
 //     annotations, finalizers): spec and owner references stay as stored;
 //   - namespaces/finalize changes only spec.finalizers;
 //   - server-owned metadata (uid, creationTimestamp, deletionTimestamp,
-//     deletionGracePeriodSeconds, namespace) always stays as stored.
+//     deletionGracePeriodSeconds, namespace) always stays as stored;
+//   - a secret's stringData is merged into its data (mergeStringData), and
+//     a secret sent without a type keeps the stored one, as Kubernetes'
+//     secret strategy.
 func prepareForUpdate(r store.Resource, sub string, obj, old store.Object) (store.Object, error) {
 	keepSystemMeta(obj, old)
+	if s, ok := obj.(*corev1.Secret); ok {
+		mergeStringData(s)
+		if s.Type == "" {
+			s.Type = old.(*corev1.Secret).Type
+		}
+	}
 	if sub == "" && !statusSubresource[r.Kind] {
 		return obj, nil
 	}
