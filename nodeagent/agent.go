@@ -26,6 +26,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent/proxy"
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/logfile"
 )
 
 // KubeletVersion is reported in the Node's status.nodeInfo.kubeletVersion.
@@ -45,6 +46,15 @@ type Config struct {
 	// <DataDir>/pods/<ns>_<name>_<uid>/<container>/<attempt>.log.
 	// Default: a directory "orca-agent-<node>" under os.TempDir.
 	DataDir string
+	// ContainerLogMaxSize is the size in bytes at which a container's log
+	// file is rotated, and ContainerLogMaxFiles the most files (current
+	// and rotated) kept per container attempt, as the kubelet's
+	// containerLogMaxSize and containerLogMaxFiles. Defaults 10 MiB and 5;
+	// a negative size turns rotation off; MaxFiles must not be 1. They
+	// reach the runtimes in the context tasks are started with
+	// (runtimes/logfile.WithRotation).
+	ContainerLogMaxSize  int64
+	ContainerLogMaxFiles int
 	// Runtimes, by their Handler() ("wasm", "runc"). At least one.
 	Runtimes []runtimes.Runtime
 	// Capacity of the node; missing entries default to runtime.NumCPU cpus,
@@ -103,6 +113,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if len(cfg.Runtimes) == 0 {
 		return nil, fmt.Errorf("nodeagent: node %s: at least one runtime is required", cfg.NodeName)
+	}
+	if err := (logfile.Rotation{MaxSize: cfg.ContainerLogMaxSize, MaxFiles: cfg.ContainerLogMaxFiles}).Validate(); err != nil {
+		return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 	}
 	if cfg.NodeIP == "" {
 		cfg.NodeIP = "127.0.0.1"
@@ -171,7 +184,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(logfile.WithRotation(ctx, logfile.Rotation{MaxSize: a.cfg.ContainerLogMaxSize, MaxFiles: a.cfg.ContainerLogMaxFiles}))
 	defer cancel()
 	var wg sync.WaitGroup
 	goRun := func(f func()) {

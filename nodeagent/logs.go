@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,26 +196,24 @@ func logAttempts(dir string) []int {
 	return out
 }
 
-// streamLog sends the container log at path, from its tail offset (each
-// record is one line of the file), as the kubelet's ReadLogs does: records
-// in the CRI format (runtimes/logfile) become their content, prefixed with
-// the record's time for Timestamps; records before SinceTime are skipped;
-// lines that are not records pass through as they are. For Follow it
-// keeps reading new records until the task exited and the file is
+// streamLog sends the container log at path and the files rotated from
+// it (runtimes/logfile's Reader: the rotated files' content, oldest first,
+// then the current file's), from the start of the last TailLines lines
+// across them, as the kubelet's ReadLogs does: records in the CRI format
+// become their content, prefixed with the record's time for Timestamps;
+// records before SinceTime are skipped; lines that are not records pass
+// through as they are. For Follow it keeps reading new records, into the
+// new file after a rotation, until the task exited and the file is
 // drained, or ctx ends. Output is published in chunks of at most logChunk
 // bytes, and stops after LimitBytes.
 func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.LogRequest) error {
-	f, err := os.Open(path)
+	f, err := logfile.OpenReader(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if req.TailLines > 0 {
-		off, err := tailOffset(f, req.TailLines)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Seek(off, io.SeekStart); err != nil {
+		if err := seekTail(f, req.TailLines); err != nil {
 			return err
 		}
 	}
@@ -321,6 +320,55 @@ func (o *logOutput) flush() error {
 	}
 	o.buf = o.buf[:0]
 	return nil
+}
+
+// seekTail positions r at the start of the last n lines of the log, which
+// may begin in a rotated file.
+func seekTail(r *logfile.Reader, n int64) error {
+	files := r.Files()
+	for i := len(files) - 1; i >= 0; i-- {
+		off, err := tailOffset(files[i], n)
+		if err != nil {
+			return err
+		}
+		if off > 0 || i == 0 {
+			return r.StartAt(i, off)
+		}
+		lines, err := countLines(files[i])
+		if err != nil {
+			return err
+		}
+		if lines >= n {
+			return r.StartAt(i, 0)
+		}
+		n -= lines
+	}
+	return nil
+}
+
+// countLines counts the lines of f (a final line without newline counts).
+func countLines(f *os.File) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var lines int64
+	var last byte = '\n'
+	for off := int64(0); ; {
+		k, err := f.ReadAt(buf, off)
+		lines += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if k > 0 {
+			last = buf[k-1]
+		}
+		off += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if last != '\n' {
+		lines++
+	}
+	return lines, nil
 }
 
 // tailOffset returns the offset of the start of the last n lines of f (a

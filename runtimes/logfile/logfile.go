@@ -5,17 +5,35 @@
 //	<RFC3339Nano time> <stream> <tag> <content>
 //
 // where stream is "stdout" or "stderr" and tag is "F" for a full line or
-// "P" for a partial one (output that did not end in a newline; the next
-// record continues it). Runtimes write with Writer, the node agent reads
-// with ParseLine, so `kubectl logs --timestamps` and `--since` work.
+// "P" for a partial one (output that did not end in a newline, or a line
+// longer than MaxLineSize; the next record continues it). Runtimes write
+// with File and Writer, the node agent reads with Reader and ParseLine, so
+// `kubectl logs --timestamps` and `--since` work.
+//
+// # Rotation
+//
+// A File is rotated by size, as the kubelet's container log manager does
+// with containerLogMaxSize and containerLogMaxFiles (defaults 10 MiB and 5
+// files). The kubelet checks every 10 s; orca writes the file itself, so a
+// File rotates inline, before the record that would take it past MaxSize:
+// a file never passes MaxSize unless its first record alone does (records
+// are at most MaxLineSize of content, 16 KiB, plus their 40-byte header).
+// The rotated file is named as the kubelet names it,
+// <name>.log.<UTC time>, with the time to the nanosecond
+// ("0.log.20260102-150405.000000001") so that names sort in rotation order
+// even when a file fills within a second; the oldest are removed so that
+// at most MaxFiles files (the current one included) remain. Unlike the
+// kubelet, rotated files are not compressed.
+//
+// A Reader reads the rotated files, oldest first, and then the current
+// one, as one stream (the kubelet reads only the current file); a Reader
+// that reached the end of the current file continues into the new one
+// after a rotation.
 package logfile
 
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
-	"sync"
 	"time"
 )
 
@@ -24,82 +42,6 @@ const (
 	Stdout = "stdout"
 	Stderr = "stderr"
 )
-
-// File is a log file open for appending. Safe for concurrent use.
-type File struct {
-	mu sync.Mutex // serializes appends, so records never interleave
-	f  *os.File
-}
-
-// Open opens (creating it and its directory) the log file at path for
-// appending. An empty path discards everything.
-func Open(path string) (*File, error) {
-	if path == "" {
-		return &File{}, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &File{f: f}, nil
-}
-
-// Close closes the file.
-func (l *File) Close() error {
-	if l.f == nil {
-		return nil
-	}
-	return l.f.Close()
-}
-
-// Writer returns a writer for stream (Stdout or Stderr). It keeps no
-// state between writes: each Write becomes records at once (its last
-// piece tagged P when it does not end in a newline), so one Writer may be
-// shared by concurrent instances without mixing their lines' bytes.
-func (l *File) Writer(stream string) *Writer { return &Writer{file: l, stream: stream} }
-
-// Writer appends one stream's output as records.
-type Writer struct {
-	file   *File
-	stream string
-	now    func() time.Time // for tests; nil = time.Now
-}
-
-// Write implements io.Writer.
-func (w *Writer) Write(p []byte) (int, error) {
-	if w.file.f == nil || len(p) == 0 {
-		return len(p), nil
-	}
-	now := time.Now
-	if w.now != nil {
-		now = w.now
-	}
-	ts := now().UTC().Format(time.RFC3339Nano)
-	var buf bytes.Buffer
-	for rest := p; len(rest) > 0; {
-		line, after, full := bytes.Cut(rest, []byte{'\n'})
-		tag := " F "
-		if !full {
-			tag = " P "
-		}
-		buf.WriteString(ts)
-		buf.WriteByte(' ')
-		buf.WriteString(w.stream)
-		buf.WriteString(tag)
-		buf.Write(line)
-		buf.WriteByte('\n')
-		rest = after
-	}
-	w.file.mu.Lock()
-	defer w.file.mu.Unlock()
-	if _, err := w.file.f.Write(buf.Bytes()); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
 
 // Line is one parsed record.
 type Line struct {

@@ -223,7 +223,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("start %s: %w", taskName(spec), err)
 	}
-	logf, err := logfile.Open(spec.LogPath)
+	logf, err := logfile.OpenRotating(spec.LogPath, logfile.RotationFrom(ctx)) // the node's --container-log-max-size/-files
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("start %s: open log: %w", taskName(spec), err)
 	}

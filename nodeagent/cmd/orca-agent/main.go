@@ -17,10 +17,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent"
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/logfile"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
 )
@@ -35,6 +37,8 @@ type options struct {
 	labels       []string
 	heartbeat    time.Duration
 	logLevel     string
+	logMaxSize   string
+	logMaxFiles  int
 }
 
 func main() {
@@ -58,6 +62,8 @@ func main() {
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logMaxSize, "container-log-max-size", "10Mi", "size (a quantity: 10Mi, 500Ki) at which a container's log file is rotated, as the kubelet's; negative: never")
+	f.IntVar(&o.logMaxFiles, "container-log-max-files", logfile.DefaultMaxFiles, "most log files (current and rotated) kept per container; at least 2")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -79,6 +85,16 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("--node-labels %q: want key=value", kv)
 		}
 		labels[k] = v
+	}
+	logMaxSize, err := resource.ParseQuantity(o.logMaxSize)
+	if err != nil {
+		return fmt.Errorf("--container-log-max-size %q: %w", o.logMaxSize, err)
+	}
+	if logMaxSize.IsZero() {
+		return fmt.Errorf("--container-log-max-size %q: must not be 0 (a negative size turns rotation off)", o.logMaxSize)
+	}
+	if o.logMaxFiles < 2 {
+		return fmt.Errorf("--container-log-max-files %d: must be at least 2, as the kubelet's", o.logMaxFiles)
 	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
@@ -110,6 +126,7 @@ func run(ctx context.Context, o options) error {
 	defer wz.Close(context.Background())
 	agent, err := nodeagent.New(nodeagent.Config{
 		Store: st, NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
+		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: []runtimes.Runtime{wz}, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat,
 	})
