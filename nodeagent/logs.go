@@ -26,9 +26,8 @@ import (
 
 // Log streaming parameters.
 const (
-	// logChunk is the largest message of a log stream (NATS' default max
-	// payload is 1 MiB).
-	logChunk = 64 << 10
+	// logChunk is the largest message of a log stream.
+	logChunk = nodeapi.MaxChunk
 	// logPoll is how often a followed log file is re-read.
 	logPoll = 100 * time.Millisecond
 )
@@ -68,16 +67,26 @@ func (a *Agent) serveLogs(ctx context.Context) (*nats.Subscription, error) {
 	})
 }
 
+// serveLog answers one request with a nodeapi.LogSender: an empty first
+// message once the log is found, the log, then Orca-EOF; or an Orca-Error with the status of the failure (503 when the
+// agent stops mid-stream). The request's cancel subject ends the stream
+// with Orca-EOF.
 func (a *Agent) serveLog(ctx context.Context, m *nats.Msg) {
 	var req nodeapi.LogRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		a.logFail(m.Reply, &logError{400, "bad log request: " + err.Error()})
+	perr := json.Unmarshal(m.Data, &req)
+	send, err := nodeapi.NewLogSender(a.cfg.NATS, m.Reply, req)
+	if err != nil {
+		a.log.Warn("log request", "pod", req.Namespace+"/"+req.Pod, "err", err)
 		return
 	}
-	if req.Follow && req.CancelSubject != "" {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
+	if perr != nil {
+		_ = send.Fail(400, "bad log request: "+perr.Error())
+		return
+	}
+	agentCtx := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if req.CancelSubject != "" {
 		sub, err := a.cfg.NATS.Subscribe(req.CancelSubject, func(*nats.Msg) { cancel() })
 		if err == nil {
 			defer sub.Unsubscribe()
@@ -89,24 +98,21 @@ func (a *Agent) serveLog(ctx context.Context, m *nats.Msg) {
 		if !errors.As(err, &le) {
 			le = &logError{500, err.Error()}
 		}
-		a.logFail(m.Reply, le)
+		_ = send.Fail(le.status, le.msg)
 		return
 	}
-	if err := a.streamLog(ctx, m.Reply, path, req); err != nil {
-		a.log.Debug("log stream ended", "path", path, "err", err)
-		a.logFail(m.Reply, &logError{500, err.Error()})
-		return
+	if err = send.Begin(ctx); err == nil {
+		err = a.streamLog(ctx, send, path, req)
 	}
-	eof := nats.NewMsg(m.Reply)
-	eof.Header.Set(nodeapi.HeaderEOF, "true")
-	_ = a.cfg.NATS.PublishMsg(eof)
-}
-
-func (a *Agent) logFail(reply string, e *logError) {
-	msg := nats.NewMsg(reply)
-	msg.Header.Set(nodeapi.HeaderError, e.msg)
-	msg.Header.Set(nodeapi.HeaderStatus, strconv.Itoa(e.status))
-	_ = a.cfg.NATS.PublishMsg(msg)
+	switch {
+	case err == nil || (ctx.Err() != nil && agentCtx.Err() == nil): // the whole log, or the requester cancelled
+		_ = send.End()
+	case agentCtx.Err() != nil:
+		_ = send.Fail(503, fmt.Sprintf("node agent %s is stopping", a.cfg.NodeName))
+	default:
+		a.log.Debug("log stream failed", "path", path, "err", err)
+		_ = send.Fail(500, err.Error())
+	}
 }
 
 // logFile finds the log of the requested container's current (or
@@ -204,9 +210,10 @@ func logAttempts(dir string) []int {
 // records before SinceTime are skipped; lines that are not records pass
 // through as they are. For Follow it keeps reading new records, into the
 // new file after a rotation, until the task exited and the file is
-// drained, or ctx ends. Output is published in chunks of at most logChunk
-// bytes, and stops after LimitBytes.
-func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.LogRequest) error {
+// drained. It returns ctx's error when ctx ends first. Output is sent in
+// chunks of at most logChunk bytes (flow-controlled by send), and stops
+// after LimitBytes.
+func (a *Agent) streamLog(ctx context.Context, send *nodeapi.LogSender, path string, req nodeapi.LogRequest) error {
 	f, err := logfile.OpenReader(path)
 	if err != nil {
 		return err
@@ -217,7 +224,7 @@ func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.L
 			return err
 		}
 	}
-	out := logOutput{nc: a.cfg.NATS, reply: reply, remaining: req.LimitBytes}
+	out := logOutput{ctx: ctx, send: send, remaining: req.LimitBytes}
 	r := bufio.NewReaderSize(f, logChunk)
 	var pending []byte // a record not yet ended by its newline
 	follow := req.Follow && !req.Previous
@@ -252,23 +259,23 @@ func (a *Agent) streamLog(ctx context.Context, reply, path string, req nodeapi.L
 					return err
 				}
 			}
-			return out.flush()
+			return out.flush(true)
 		}
-		if err := out.flush(); err != nil {
+		if err := out.flush(true); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-time.After(logPoll):
 		}
 	}
 }
 
-// logOutput batches log bytes into NATS messages of at most logChunk bytes.
+// logOutput batches log bytes into messages of logChunk bytes.
 type logOutput struct {
-	nc        *nats.Conn
-	reply     string
+	ctx       context.Context
+	send      *nodeapi.LogSender
 	buf       []byte
 	remaining int64 // bytes still allowed when limiting (LimitBytes > 0)
 	midLine   bool  // the last record sent was partial: no timestamp before the next
@@ -303,23 +310,21 @@ func (o *logOutput) record(line []byte, req nodeapi.LogRequest) (done bool, err 
 		o.remaining -= int64(len(text))
 	}
 	o.buf = append(o.buf, text...)
-	if len(o.buf) >= logChunk || done {
-		err = o.flush()
-	}
-	return done, err
+	return done, o.flush(done)
 }
 
-// flush publishes what is buffered.
-func (o *logOutput) flush() error {
-	for len(o.buf) > 0 {
-		n := min(len(o.buf), logChunk)
-		if err := o.nc.Publish(o.reply, o.buf[:n]); err != nil {
-			return err
-		}
-		o.buf = o.buf[n:]
+// flush sends the full chunks buffered, and with all the rest too.
+func (o *logOutput) flush(all bool) error {
+	n := len(o.buf)
+	if !all {
+		n -= n % logChunk
 	}
-	o.buf = o.buf[:0]
-	return nil
+	if n == 0 {
+		return nil
+	}
+	err := o.send.Send(o.ctx, o.buf[:n])
+	o.buf = append(o.buf[:0], o.buf[n:]...)
+	return err
 }
 
 // seekTail positions r at the start of the last n lines of the log, which

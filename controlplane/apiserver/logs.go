@@ -1,14 +1,15 @@
 package apiserver
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -21,14 +22,19 @@ import (
 const logAgentTimeout = 5 * time.Second
 
 // podLog answers GET pods/<name>/log (query: container, follow, tailLines,
-// previous, timestamps, limitBytes, sinceSeconds, sinceTime). It sends a nodeapi.LogRequest to the
-// agent of the pod's node over NATS and streams the chunks it publishes to
-// the reply inbox as text/plain, flushing each one, until the Orca-EOF
-// header. An Orca-Error message before any output becomes a Status with
-// the code of Orca-Status (default 500). When the client leaves, the
-// agent is told on the request's cancel subject. No agent subscribed for
-// the node (NATS' no-responders reply) or no answer within 5 s is a 503
-// naming the node; an unscheduled pod is a 400.
+// previous, timestamps, limitBytes, sinceSeconds, sinceTime). It sends a
+// nodeapi.LogRequest to the agent of the pod's node over NATS and streams
+// the chunks of the flow-controlled answer (nodeapi.LogStream) as
+// text/plain, flushing and acknowledging each one, until the stream ends.
+// An agent's error before any output becomes a Status with the agent's
+// code; no agent subscribed for the node (NATS' no-responders reply) or
+// no answer within 5 s is a 503 naming the node; an unscheduled pod is a
+// 400. Once output has started the status is sent, so a stream that fails
+// (the agent's error, chunks lost, the agent stalled) aborts the response
+// instead: the connection is closed without the chunked body's end, and
+// the client (kubectl) reports an unexpected EOF rather than a shorter
+// log. When the client leaves, the agent is told on the request's cancel
+// subject.
 func (s *Server) podLog(c echo.Context, ri reqInfo) error {
 	ctx := c.Request().Context()
 	q := c.Request().URL.Query()
@@ -86,78 +92,46 @@ func (s *Server) podLog(c echo.Context, ri reqInfo) error {
 	if s.nc == nil {
 		return apierrors.NewServiceUnavailable("pod logs need a NATS connection")
 	}
-	inbox := nats.NewInbox()
-	req.CancelSubject = inbox + ".cancel"
-	ch := make(chan *nats.Msg, 256)
-	sub, err := s.nc.ChanSubscribe(inbox, ch)
+	what := fmt.Sprintf("log of pod %s/%s container %s on node %s", ri.namespace, ri.name, req.Container, node)
+	stream, err := nodeapi.OpenLogStream(s.nc, node, req)
 	if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("log of pod %s/%s: subscribe: %w", ri.namespace, ri.name, err))
+		return apierrors.NewInternalError(err)
 	}
-	defer sub.Unsubscribe()
-	data, _ := json.Marshal(req)
-	if err := s.nc.PublishMsg(&nats.Msg{Subject: nodeapi.LogsSubject(node), Reply: inbox, Data: data}); err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("log of pod %s/%s: ask node %s: %w", ri.namespace, ri.name, node, err))
+	defer stream.Close()
+	first, cancel := context.WithTimeout(ctx, logAgentTimeout)
+	chunk, err := stream.Next(first)
+	cancel()
+	var le *nodeapi.LogError
+	switch {
+	case ctx.Err() != nil:
+		return nil // the client left
+	case errors.Is(err, nodeapi.ErrNoAgent):
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("log of pod %s/%s: no agent answers for node %s (is it running and connected?)", ri.namespace, ri.name, node))
+	case errors.Is(err, context.DeadlineExceeded):
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("log of pod %s/%s: node %s did not answer within %s (is its agent running?)", ri.namespace, ri.name, node, logAgentTimeout))
+	case errors.As(err, &le):
+		return statusWithCode(le.Status, what+": "+le.Message)
+	case err != nil && err != io.EOF:
+		return apierrors.NewInternalError(fmt.Errorf("%s: %w", what, err))
 	}
-	_ = s.nc.Flush()
-	finished := false
-	defer func() {
-		if !finished {
-			_ = s.nc.Publish(req.CancelSubject, nil)
-		}
-	}()
-	timer := time.NewTimer(logAgentTimeout)
-	defer timer.Stop()
-	started := false
 	w := c.Response()
-	for {
-		var msg *nats.Msg
-		if started {
-			select {
-			case msg = <-ch:
-			case <-ctx.Done():
-				return nil
-			}
-		} else {
-			select {
-			case msg = <-ch:
-			case <-ctx.Done():
-				return nil
-			case <-timer.C:
-				return apierrors.NewServiceUnavailable(fmt.Sprintf("log of pod %s/%s: node %s did not answer within %s (is its agent running?)", ri.namespace, ri.name, node, logAgentTimeout))
-			}
-		}
-		if !started && len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
-			// NATS' no-responders answer: no agent subscribes for this node.
-			finished = true
-			return apierrors.NewServiceUnavailable(fmt.Sprintf("log of pod %s/%s: no agent answers for node %s (is it running and connected?)", ri.namespace, ri.name, node))
-		}
-		if msg.Header != nil && msg.Header.Get(nodeapi.HeaderError) != "" {
-			finished = true
-			if started {
-				return nil
-			}
-			code, _ := strconv.Atoi(msg.Header.Get(nodeapi.HeaderStatus))
-			if code < 400 || code > 599 {
-				code = http.StatusInternalServerError
-			}
-			return statusWithCode(code, fmt.Sprintf("log of pod %s/%s container %s on node %s: %s", ri.namespace, ri.name, req.Container, node, msg.Header.Get(nodeapi.HeaderError)))
-		}
-		if !started {
-			started = true
-			w.Header().Set(echo.HeaderContentType, "text/plain")
-			w.WriteHeader(http.StatusOK)
-		}
-		if len(msg.Data) > 0 {
-			if _, err := w.Write(msg.Data); err != nil {
-				return nil
+	w.Header().Set(echo.HeaderContentType, "text/plain")
+	w.WriteHeader(http.StatusOK)
+	for err == nil {
+		if len(chunk) > 0 {
+			if _, err := w.Write(chunk); err != nil {
+				return nil // the client left
 			}
 			w.Flush()
 		}
-		if msg.Header != nil && msg.Header.Get(nodeapi.HeaderEOF) != "" {
-			finished = true
-			return nil
-		}
+		chunk, err = stream.Next(ctx)
 	}
+	if err == io.EOF || ctx.Err() != nil {
+		return nil
+	}
+	s.log.Warn("pod log stream failed after output started: aborting the response", "pod", ri.namespace+"/"+ri.name,
+		"container", req.Container, "node", node, "err", err)
+	panic(http.ErrAbortHandler) // net/http closes the connection without ending the chunked body
 }
 
 func boolParam(v string) bool { b, _ := strconv.ParseBool(v); return b }
