@@ -35,9 +35,29 @@ type HandlerConfig struct {
 	// Stderr receives every instance's stderr and the handler's own errors
 	// ("cgi: ..."). Default: discarded.
 	Stderr io.Writer
-	// MemoryLimitBytes bounds each instance's memory (see
-	// CommandConfig.MemoryLimitBytes); a request whose instance exceeds it
-	// gets 500 if no response was started.
+	// MemoryLimitBytes is the container's memory limit: it bounds the
+	// linear memory of all the handler's live instances together (one per
+	// request in flight), as a cgroup bounds all of a container's
+	// processes. A request is admitted only if the unused part covers the
+	// memory the module's last instance ended with (at least the module's
+	// declared minimum), which it reserves; otherwise it is answered 503
+	// with Retry-After: 1. An instance that needs more than the limit has
+	// left makes the youngest other instances end to make room, if that
+	// is enough (as an OOM killer, sparing the requests that ran longest);
+	// else its memory.grow fails (the guest sees -1; see
+	// CommandConfig.MemoryLimitBytes). Either way the instance that loses
+	// ends OOMKilled and its request gets 500 if no response was started.
+	// Each instance's memory is returned to the OS when it ends.
+	//
+	// So the handler costs the host at most MemoryLimitBytes of linear
+	// memory, plus per request in flight (at most MaxConcurrent) wazero's
+	// instance state on the Go heap (for a Go guest 2-3.5 MiB allocated
+	// per instantiation, nearly all garbage once the guest started, until
+	// the next GC) and, for a chunked request, its body (up to
+	// MaxBodyBytes).
+	//
+	// 0 means no limit for the instances together: each may use up to the
+	// wasm32 maximum of 4 GiB.
 	MemoryLimitBytes int64
 	// MaxConcurrent bounds running instances; default DefaultMaxConcurrent.
 	// A request over the bound is answered 503 with Retry-After: 1.
@@ -51,18 +71,25 @@ type HandlerConfig struct {
 // meta-variables and the container env in the instance's environment, the
 // body on stdin, the CGI response (header lines, optional "Status:", blank
 // line, body) on stdout, parsed as Go's net/http/cgi.Handler parses a
-// child's output. Instances share nothing and run concurrently.
+// child's output. Instances share nothing but the memory limit and run
+// concurrently.
 type CGIHandler struct {
 	mod      *Module
 	base     wazero.ModuleConfig // no env: see baseConfig
 	env      []string            // container env without CGI names
 	stderr   io.Writer
 	limit    int64
+	budget   *memoryBudget // of all the instances, MemoryLimitBytes
 	maxBody  int64
 	sem      chan struct{}
 	ctx      context.Context // ends all instances when canceled
 	cancel   context.CancelFunc
 	stderrMu sync.Mutex // serializes the handler's own log lines
+
+	// mu orders the start of a request (inflight.Add) before Cancel, so
+	// that Close waits for every request admitted before it.
+	mu       sync.Mutex
+	inflight sync.WaitGroup // ServeHTTP calls past the Cancel check
 }
 
 // NewCGIHandler returns a handler running m per request. Cancel stops
@@ -91,6 +118,7 @@ func (m *Module) NewCGIHandler(cfg HandlerConfig) *CGIHandler {
 		env:     env,
 		stderr:  cfg.Stderr,
 		limit:   cfg.MemoryLimitBytes,
+		budget:  newMemoryBudget(cfg.MemoryLimitBytes),
 		maxBody: cfg.MaxBodyBytes,
 		sem:     make(chan struct{}, cfg.MaxConcurrent),
 		ctx:     ctx,
@@ -99,8 +127,33 @@ func (m *Module) NewCGIHandler(cfg HandlerConfig) *CGIHandler {
 }
 
 // Cancel closes every running instance (their requests get what was
-// written so far, or 500) and makes later requests fail with 503.
-func (h *CGIHandler) Cancel() { h.cancel() }
+// written so far, or 500) and makes later requests fail with 503. It
+// returns at once; Close also waits for the instances to end.
+func (h *CGIHandler) Cancel() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cancel()
+}
+
+// Close cancels (see Cancel) and returns once every request's instance
+// has ended and its memory was returned to the OS. An instance blocked
+// reading its request body ends when the body does: close the server's
+// connections first (http.Server.Close).
+func (h *CGIHandler) Close() {
+	h.Cancel()
+	h.inflight.Wait()
+}
+
+// begin registers a request in flight, false if the handler is canceled.
+func (h *CGIHandler) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx.Err() != nil {
+		return false
+	}
+	h.inflight.Add(1)
+	return true
+}
 
 // cgiVariable reports whether name is set per request (RFC 3875, 4.1).
 func cgiVariable(name string) bool {
@@ -200,10 +253,11 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many concurrent requests", http.StatusServiceUnavailable)
 		return
 	}
-	if h.ctx.Err() != nil {
+	if !h.begin() {
 		http.Error(w, "stopping", http.StatusServiceUnavailable)
 		return
 	}
+	defer h.inflight.Done()
 
 	var body io.Reader = r.Body
 	length := r.ContentLength
@@ -226,6 +280,23 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// Admission: reserve what the last instance ended with, so that a
+	// burst is mostly refused here rather than failing out of memory.
+	reserve := max(h.mod.minMemory, h.budget.lastPeak.Load())
+	if h.budget.limit > 0 {
+		reserve = min(reserve, h.budget.limit)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
+	ctx, im, ok := h.budget.admit(ctx, reserve)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the container's memory limit is in use by the requests in flight", http.StatusServiceUnavailable)
+		return
+	}
+
 	mc := withEnv(h.base.WithStdin(body), h.env)
 	for _, kv := range requestEnv(r, length) {
 		mc = mc.WithEnv(kv[0], kv[1])
@@ -233,11 +304,6 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr, pw := io.Pipe()
 	mc = mc.WithStdout(pw)
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(h.ctx, cancel)
-	defer stop()
-	ctx, ml := withMemoryLimit(ctx, h.limit)
 	mc = mc.WithNanosleep(sleepUntilDone(ctx))
 
 	done := make(chan ExitStatus, 1)
@@ -246,7 +312,8 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if mod != nil {
 			_ = mod.Close(context.WithoutCancel(ctx))
 		}
-		st := exitStatus(err, ml)
+		im.release() // the call returned and the instance is closed
+		st := exitStatus(err, im)
 		pw.CloseWithError(io.EOF)
 		done <- st
 	}()

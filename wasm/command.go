@@ -19,9 +19,11 @@ type CommandConfig struct {
 	// Stdin, Stdout and Stderr default to empty input and discarded output.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// MemoryLimitBytes bounds the instance's linear memory; a memory.grow
-	// past it fails (the guest sees -1) and the run is reported as
-	// OOMKilled. 0 means the wasm32 maximum of 4 GiB.
+	// MemoryLimitBytes bounds the instance's linear memory, which is what
+	// the instance costs the host: a memory.grow past it fails (the guest
+	// sees -1) and the run is reported as OOMKilled. The memory is
+	// returned to the OS before Run returns. 0 means the wasm32 maximum of
+	// 4 GiB.
 	MemoryLimitBytes int64
 }
 
@@ -52,28 +54,32 @@ func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
 	if cfg.Stdout != nil {
 		mc = mc.WithStdout(cfg.Stdout)
 	}
-	ctx, ml := withMemoryLimit(ctx, cfg.MemoryLimitBytes)
+	ctx, im, _ := newMemoryBudget(cfg.MemoryLimitBytes).admit(ctx, 0) // admits one
 	mc = mc.WithNanosleep(sleepUntilDone(ctx))
 	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, mc)
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}
-	return exitStatus(err, ml)
+	im.release() // the call returned and the instance is closed
+	return exitStatus(err, im)
 }
 
 // exitStatus classifies the result of running an instance.
-func exitStatus(err error, ml *memoryLimit) ExitStatus {
+func exitStatus(err error, im *instanceMemory) ExitStatus {
 	var ee *sys.ExitError
 	switch {
 	case err == nil:
 		return ExitStatus{ExitCode: 0, Reason: ReasonCompleted}
+	case im.wasEvicted():
+		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonOOMKilled,
+			Message: fmt.Sprintf("memory limit exceeded: %s (%v)", im.refused(), err)}
 	case errors.As(err, &ee) && (ee.ExitCode() == sys.ExitCodeContextCanceled || ee.ExitCode() == sys.ExitCodeDeadlineExceeded):
 		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonError, Message: "killed: " + err.Error()}
 	case errors.As(err, &ee) && ee.ExitCode() == 0:
 		return ExitStatus{ExitCode: 0, Reason: ReasonCompleted}
-	case ml.exceeded.Load():
+	case im.exceeded.Load():
 		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonOOMKilled,
-			Message: fmt.Sprintf("memory limit of %d bytes exceeded (%v)", ml.limit, err)}
+			Message: fmt.Sprintf("memory limit exceeded: %s (%v)", im.refused(), err)}
 	case errors.As(err, &ee):
 		return ExitStatus{ExitCode: int32(ee.ExitCode()), Reason: ReasonError}
 	default:

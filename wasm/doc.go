@@ -15,7 +15,11 @@
 //     with one fresh instance per request over CGI/1.1 (RFC 3875), so a Go
 //     guest is a plain net/http Handler under net/http/cgi.Serve.
 //
-// Each instance gets its own memory limit (enforced on every memory.grow,
-// see CommandConfig.MemoryLimitBytes), environment, arguments and output
-// streams; instances share nothing.
+// Each instance gets its own environment, arguments and output streams;
+// instances share nothing but their container's memory limit, which
+// bounds the linear memory of all of a container's live instances
+// together (enforced on every memory.grow; see
+// CommandConfig.MemoryLimitBytes and HandlerConfig.MemoryLimitBytes).
+// Linear memory is kept off the Go heap, in a mapping per memory that is
+// removed when its instance ends (memory.go).
 package wasm

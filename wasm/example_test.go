@@ -21,5 +21,5 @@ func ExampleParseRef() {
 	// name="hello-wasm" tag="v1" digest=""
 	// name="hello-wasm" tag="latest" digest=""
 	// name="hello-wasm" tag="" digest="sha256:0000000000000000000000000000000000000000000000000000000000000001"
-	// module reference "Hello:v1": invalid name "Hello" (want lowercase [a-z0-9._/-]+)
+	// module reference "Hello:v1": invalid name "Hello" (want lowercase [a-z0-9._/-]{1,255})
 }

@@ -17,6 +17,7 @@ var (
 	engine    *Engine
 	helloMod  *Module
 	jobMod    *Module
+	memhogMod *Module // wasmtest.MemhogPackage
 )
 
 func TestMain(m *testing.M) {
@@ -51,6 +52,15 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		if jobMod = load(guests.Job, &guestData.job); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		memhog, err := wasmtest.Build(dir, wasmtest.MemhogPackage)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if memhogMod = load(memhog, new([]byte)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -18,7 +18,8 @@ import (
 )
 
 // Shared by the tests of this package: the example guests pushed as
-// "job:v1" and "hello-wasm:v1" to a module store on an embedded NATS, and
+// "job:v1" and "hello-wasm:v1" (and wasmtest's memhog as "memhog:v1") to
+// a module store on an embedded NATS, and
 // one data dir whose compilation cache every runtime reuses.
 var (
 	modules    *wasm.ModuleStore
@@ -57,7 +58,11 @@ func TestMain(m *testing.M) {
 		if modules, err = wasm.NewModuleStore(ctx, js); err != nil {
 			return fail(err)
 		}
-		for name, path := range map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello} {
+		memhog, err := wasmtest.Build(dir, wasmtest.MemhogPackage)
+		if err != nil {
+			return fail(err)
+		}
+		for name, path := range map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello, "memhog:v1": memhog} {
 			data, err := os.ReadFile(path)
 			if err != nil {
 				return fail(err)
@@ -66,9 +71,10 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return fail(err)
 			}
-			if name == "job:v1" {
+			switch name {
+			case "job:v1":
 				jobDigest = d
-			} else {
+			case "hello-wasm:v1":
 				helloBytes = data
 			}
 		}
@@ -79,7 +85,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return fail(err)
 		}
-		for _, ref := range []string{"job:v1", "hello-wasm:v1"} {
+		for _, ref := range []string{"job:v1", "hello-wasm:v1", "memhog:v1"} {
 			if _, err := rt.load(ctx, ref); err != nil {
 				return fail(err)
 			}

@@ -35,8 +35,17 @@ import (
 	"github.com/orca-edge/orca/wasm"
 )
 
-// DefaultMemoryLimitBytes bounds each instance of a container that sets no
-// memory limit: 128 MiB.
+// DefaultMemoryLimitBytes is the memory limit of a container that sets
+// none: 128 MiB.
+//
+// A container's memory limit bounds the linear memory of all its live
+// instances together: the one instance of a command, or the instances of
+// the HTTP requests in flight (see wasm.HandlerConfig.MemoryLimitBytes:
+// requests past it get 503 or, if their instance cannot grow, 500). Each
+// instance's memory is returned to the OS when it ends. What a container
+// costs the agent is its limit plus, per instance, wazero's state on the
+// Go heap (2-3.5 MiB allocated per instantiation of a Go guest, mostly
+// garbage until the next GC).
 const DefaultMemoryLimitBytes = 128 << 20
 
 // ModuleFetcher reads a module by reference ("name:tag", "name@sha256:...",
@@ -65,7 +74,8 @@ type Config struct {
 	// limit; default DefaultMemoryLimitBytes.
 	DefaultMemoryLimitBytes int64
 	// MaxConcurrentRequests bounds the instances one HTTP task runs at a
-	// time; default wasm.DefaultMaxConcurrent.
+	// time (they share the container's memory limit, which usually admits
+	// fewer); default wasm.DefaultMaxConcurrent.
 	MaxConcurrentRequests int
 	// Logger, default slog.Default().
 	Logger *slog.Logger

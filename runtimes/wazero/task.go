@@ -164,6 +164,10 @@ func (t *task) stop(grace time.Duration) {
 			for _, srv := range t.servers {
 				_ = srv.Close()
 			}
+			// The task is exited once its instances are: their memory is
+			// back with the OS (closing the connections above unblocks an
+			// instance reading its request body).
+			t.handler.Close()
 			if expired.Load() {
 				// As a process killed after its grace period.
 				t.finish(wasm.ExitStatus{ExitCode: wasm.ExitCodeKilled, Reason: wasm.ReasonError,

@@ -17,6 +17,10 @@ const (
 	HelloPackage = "github.com/orca-edge/orca/examples/hello-wasm"
 	// JobPackage is the WASI command guest (examples/hello-wasm/job).
 	JobPackage = "github.com/orca-edge/orca/examples/hello-wasm/job"
+	// MemhogPackage is a CGI guest that allocates and touches memory per
+	// request and keeps it while the request body stays open
+	// (wasm/wasmtest/memhog); BuildGuests does not build it.
+	MemhogPackage = "github.com/orca-edge/orca/wasm/wasmtest/memhog"
 )
 
 // Guests are the paths of the built example modules.
