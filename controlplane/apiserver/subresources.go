@@ -125,6 +125,9 @@ func (s *Server) scale(c echo.Context, ri reqInfo) error {
 			if err != nil {
 				return nil, err
 			}
+			if err := checkPatchedSize(patched, s.cfg.MaxBodyBytes); err != nil {
+				return nil, err
+			}
 			if err := json.Unmarshal(patched, &want); err != nil {
 				return nil, apierrors.NewBadRequest(fmt.Sprintf("decode Scale: %v", err))
 			}

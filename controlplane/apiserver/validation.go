@@ -62,6 +62,8 @@ func validateUpdate(r store.Resource, sub string, obj, old store.Object) field.E
 		if os.Spec.ClusterIP != "" && o.Spec.ClusterIP != os.Spec.ClusterIP && o.Spec.Type != corev1.ServiceTypeExternalName {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIP"), o.Spec.ClusterIP, "field is immutable"))
 		}
+	case *corev1.Secret:
+		errs = append(errs, validateSecretUpdate(o, old.(*corev1.Secret))...)
 	case *nodev1.RuntimeClass:
 		errs = append(errs, apivalidation.ValidateImmutableField(o.Handler, old.(*nodev1.RuntimeClass).Handler, field.NewPath("handler"))...)
 	}
@@ -128,6 +130,8 @@ func validateKind(obj store.Object) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("handler"), o.Handler, msg))
 		}
 		return errs
+	case *corev1.Secret:
+		return validateSecret(o)
 	case *corev1.ConfigMap:
 		var errs field.ErrorList
 		for k := range o.Data {

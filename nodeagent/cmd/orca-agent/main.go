@@ -99,13 +99,26 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
+	// A connection nats.go closes for good (the server closed it for a
+	// protocol error; it does not reconnect then) ends the process with
+	// an error, so its supervisor restarts it instead of leaving it up
+	// and cut off from the cluster.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	nc, err := nats.Connect(o.natsURL, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed the connection ourselves
 				slog.Warn("NATS disconnected; pods keep running", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }))
+		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			if ctx.Err() == nil {
+				err := fmt.Errorf("NATS connection closed: %v", c.LastError())
+				slog.Error("orca-agent cannot go on without NATS; exiting", "err", err)
+				fail(err)
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.natsURL, err)
 	}
@@ -135,6 +148,9 @@ func run(ctx context.Context, o options) error {
 	}
 	slog.Info("orca-agent starting", "nats", o.natsURL, "nodeIP", o.nodeIP, "dataDir", o.dataDir)
 	err = agent.Run(ctx)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
