@@ -7,7 +7,7 @@ BIN     := bin
 RUNDIR  ?= .run
 PKGS    := ./...
 
-.PHONY: all build run test test-short bench vet fmt clean
+.PHONY: all build run test test-short fuzz bench vet fmt clean
 
 all: build
 
@@ -37,6 +37,19 @@ test:
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
+
+# Fuzzes every request decoder for FUZZTIME each (their seed corpora run in
+# `make test` too). A finding is written to the package's testdata/fuzz/
+# and fails the run.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzDecodeBody FuzzListOptions FuzzPath FuzzPatch
+fuzz:
+	@set -e; for f in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$f ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./controlplane/apiserver/; \
+	done; \
+	echo "fuzz FuzzKey ($(FUZZTIME))"; \
+	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./controlplane/store/
 
 # Benchmarks: each compares orca against a peer measured in the same run.
 bench:

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +10,11 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -134,6 +139,41 @@ func FuzzPath(f *testing.F) {
 			if k := store.Key(ri.namespace, ri.name); len(k) > store.MaxKeyBytes {
 				t.Fatalf("path %q: key of %d bytes passed the checks", p, len(k))
 			}
+		}
+	})
+}
+
+var fuzzPatchTypes = []types.PatchType{types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType}
+
+func FuzzPatch(f *testing.F) {
+	for _, seed := range []string{
+		`[{"op":"replace","path":"/spec/replicas","value":3}]`,
+		`[{"op":"copy","from":"/spec","path":"/spec/template/x"},{"op":"copy","from":"/spec","path":"/spec/template/y"}]`,
+		`[{"op":"move","from":"/metadata","path":"/metadata/labels/a"}]`,
+		`{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"j"}]}}}}`,
+		`{"metadata":{"uid":"other"}}`, `{"spec":{"$setElementOrder/containers":[{"name":"c"}]}}`,
+		`{"spec":{"template":{"spec":{"containers":[{"$patch":"delete","name":"c"}]}}}}`, `[]`, `{}`, `null`,
+	} {
+		for i := range fuzzPatchTypes {
+			f.Add([]byte(seed), uint8(i))
+		}
+	}
+	cur := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"app": "d"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "d"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "d"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}},
+	}
+	const limit = 64 << 10
+	f.Fuzz(func(t *testing.T, patch []byte, pt uint8) {
+		typ := fuzzPatchTypes[int(pt)%len(fuzzPatchTypes)]
+		obj, err := patchObject(store.Deployments, typ, cur.DeepCopy(), patch, limit, func([]byte) error { return nil })
+		want4xx(t, "patch "+string(typ), err)
+		if err != nil {
+			return
+		}
+		if b, _ := json.Marshal(obj); len(b) > limit+1024 {
+			t.Fatalf("patched object is %d bytes, limit %d", len(b), limit)
 		}
 	})
 }
