@@ -41,21 +41,19 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// rssMiB reads a process's resident set size from /proc.
-func rssMiB(t *testing.T, pid int) int {
-	t.Helper()
+// rssMiB reads a process's resident set size (VmRSS) from /proc.
+func rssMiB(pid int) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		t.Fatalf("read status of orca-server: %v", err)
+		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.Atoi(f[1])
-			return kb / 1024
+			kb, err := strconv.Atoi(f[1])
+			return kb / 1024, err
 		}
 	}
-	t.Fatal("no VmRSS in /proc status")
-	return 0
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
 // TestAdversarialServer runs the real orca-server binary and attacks its
@@ -108,15 +106,8 @@ func TestAdversarialServer(t *testing.T) {
 	defer stopSampling()
 	go func() {
 		for sampling.Err() == nil {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", srv.Process.Pid)); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-						kb, _ := strconv.ParseInt(f[1], 10, 64)
-						if kb/1024 > peak.Load() {
-							peak.Store(kb / 1024)
-						}
-					}
-				}
+			if mib, err := rssMiB(srv.Process.Pid); err == nil && int64(mib) > peak.Load() {
+				peak.Store(int64(mib))
 			}
 			select {
 			case <-sampling.Done():
@@ -337,7 +328,10 @@ func TestAdversarialServer(t *testing.T) {
 	t.Logf("configmaps stored after the flood: %d", len(list.Items))
 	var last int
 	storetest.Eventually(t, 2*time.Minute, func() error {
-		last = rssMiB(t, srv.Process.Pid)
+		var err error
+		if last, err = rssMiB(srv.Process.Pid); err != nil {
+			t.Fatalf("RSS of orca-server: %v", err)
+		}
 		if last > rssBoundMiB {
 			return fmt.Errorf("orca-server RSS %d MiB, want at most %d MiB", last, rssBoundMiB)
 		}
