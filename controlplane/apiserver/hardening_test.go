@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -346,5 +347,30 @@ func TestWatchSendInitialEvents(t *testing.T) {
 	code, out := e.do(http.MethodGet, "/api/v1/namespaces/default/configmaps?"+q.Encode(), "", nil)
 	if code != http.StatusOK || !strings.Contains(string(out), `"type":"ADDED"`) || !strings.Contains(string(out), `"k8s.io/initial-events-end":"true"`) {
 		t.Fatalf("watch-list: %d %s", code, out)
+	}
+}
+
+// TestPanicIsA500: a handler that panics answers a 500 Status, and the
+// server goes on serving.
+func TestPanicIsA500(t *testing.T) {
+	e := newEnv(t)
+	e.srv.e.GET("/test-panic", func(echo.Context) error { panic("boom") })
+	code, out := e.do(http.MethodGet, "/test-panic", "", nil)
+	var st metav1.Status
+	if err := jsonUnmarshal(out, &st); err != nil || code != http.StatusInternalServerError || st.Reason != metav1.StatusReasonInternalError {
+		t.Fatalf("panicking handler: %d %s", code, out)
+	}
+	e.must(http.StatusOK, http.MethodGet, "/readyz", "", nil, nil)
+}
+
+// TestJSONPatchWithoutValue: RFC 6902 operations missing their value or
+// from are a 422 (the patch library would dereference nothing).
+func TestJSONPatchWithoutValue(t *testing.T) {
+	e := newEnv(t)
+	e.must(http.StatusCreated, http.MethodPost, "/api/v1/namespaces/default/configmaps", "", `{"metadata":{"name":"p"}}`, nil)
+	for _, p := range []string{`[{"op":"replace","path":""}]`, `[{"op":"add","path":"/data"}]`, `[{"op":"copy","path":"/data"}]`} {
+		if code, out := e.do(http.MethodPatch, "/api/v1/namespaces/default/configmaps/p", "application/json-patch+json", p); code != http.StatusUnprocessableEntity {
+			t.Errorf("patch %s: %d, want 422: %s", p, code, out)
+		}
 	}
 }

@@ -335,6 +335,17 @@ func decodeJSONPatch(patch []byte) (jsonpatch.Patch, error) {
 		if err := json.Unmarshal(op, &p[i]); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("decode %s: operation %d: %v", types.JSONPatchType, i, err))
 		}
+		// RFC 6902 section 4: add, replace and test need a value, move
+		// and copy a from. The library dereferences a missing value.
+		kind := p[i].Kind()
+		_, hasValue := p[i]["value"]
+		_, hasFrom := p[i]["from"]
+		switch {
+		case (kind == "add" || kind == "replace" || kind == "test") && !hasValue:
+			return nil, unprocessablePatch(fmt.Sprintf("the JSON patch could not be applied: operation %d (%s) has no value", i, kind))
+		case (kind == "move" || kind == "copy") && !hasFrom:
+			return nil, unprocessablePatch(fmt.Sprintf("the JSON patch could not be applied: operation %d (%s) has no from", i, kind))
+		}
 	}
 	return p, nil
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/net/netutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -222,6 +223,16 @@ func (s *Server) routes() *echo.Echo {
 		}
 		writeError(c, err)
 	}
+	// A panic in a handler is a bug: it becomes a 500 Status and a log
+	// line with its stack (Kubernetes' WithPanicRecovery) instead of a
+	// dropped connection. http.ErrAbortHandler still aborts a response.
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisableStackAll: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.log.Error("panic serving a request", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err, "stack", string(stack))
+			return apierrors.NewInternalError(err)
+		},
+	}))
 	e.Use(s.logRequests, s.limitRequests)
 	for _, ep := range []string{"healthz", "livez", "readyz"} {
 		e.GET("/"+ep, s.health(ep))
