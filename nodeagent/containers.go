@@ -153,7 +153,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 			// Sync once more during the back-off to show ImagePullBackOff.
 			w.after(c.startFailAt.Add(min(time.Second, d/2)))
 		}
-		w.a.log.Warn("start container failed", "pod", w.key(), "container", c.name, "reason", reason, "err", err)
+		w.a.log.Warn("start container failed", "pod", w.key(), "container", c.name, "reason", reason, "err", logText(err.Error()))
 		w.event(c, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 	}
 	if !c.everStarted && c.startFailAt.IsZero() && !w.restored {
@@ -275,10 +275,11 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 	w.a.log.Info("container exited", "pod", w.key(), "container", c.name, "exitCode", st.ExitCode, "reason", reason)
 }
 
-// event records an Event about container c of the pod.
+// event records an Event about container c of the pod; msg is cut to
+// maxMessageBytes (truncateMessage), as events.k8s.io caps an Event's note.
 func (w *podWorker) event(c *container, typ, reason, msg string) {
 	if w.pod != nil {
-		w.a.recorder.Event(w.pod, "spec.containers{"+c.name+"}", typ, reason, msg)
+		w.a.recorder.Event(w.pod, "spec.containers{"+c.name+"}", typ, reason, truncateMessage(msg))
 	}
 }
 
@@ -339,13 +340,21 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 			}
 		}
 	}
+	cmd, used, err := expandAll("command of container "+c.name, c.spec.Command, lookup, 0)
+	if err != nil {
+		return runtimes.TaskSpec{}, err
+	}
+	args, _, err := expandAll("args of container "+c.name, c.spec.Args, lookup, used)
+	if err != nil {
+		return runtimes.TaskSpec{}, err
+	}
 	id := taskID{namespace: w.ns, pod: w.name, uid: string(w.uid), container: c.name, attempt: attempt}
 	spec := runtimes.TaskSpec{
 		ID:           id.String(),
 		PodNamespace: w.ns, PodName: w.name, PodUID: string(w.uid), ContainerName: c.name,
 		Image:       c.spec.Image,
-		Command:     expandAll(c.spec.Command, lookup),
-		Args:        expandAll(c.spec.Args, lookup),
+		Command:     cmd,
+		Args:        args,
 		Env:         env,
 		Ports:       w.ports(c, true),
 		LogPath:     w.logPath(c.name, attempt),

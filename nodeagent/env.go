@@ -18,14 +18,30 @@ import (
 // before it; later definitions replace earlier ones in place. Missing
 // non-optional ConfigMaps, Secrets or keys are errors (the container then
 // waits with CreateContainerConfigError).
+//
+// Expansion is bounded, as a pod of a few hundred bytes whose V_i is
+// "$(V_{i-1})$(V_{i-1})" would otherwise need memory exponential in the
+// number of variables: an expanded value may reach maxExpandedValue
+// (128 KiB, Linux's MAX_ARG_STRLEN) and the environment, counted as
+// "NAME=value" strings, maxEnvBytes (1 MiB; ARG_MAX is 2 MiB). Expansion
+// stops before a value outgrows its limit; either limit exceeded is an
+// error naming the variable and the limit.
 func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]string, error) {
 	var order []string
 	vals := map[string]string{}
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
+	total := 0 // bytes of the "NAME=value" strings in vals
+	set := func(k, v string) error {
+		if old, ok := vals[k]; ok {
+			total -= len(k) + 1 + len(old)
+		} else {
 			order = append(order, k)
 		}
+		total += len(k) + 1 + len(v)
+		if total > maxEnvBytes {
+			return fmt.Errorf("env %s of container %s: environment exceeds %d bytes", k, c.Name, maxEnvBytes)
+		}
 		vals[k] = v
+		return nil
 	}
 	for _, from := range c.EnvFrom {
 		switch {
@@ -38,7 +54,9 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 				return nil, err
 			}
 			for k, v := range cm.Data {
-				set(from.Prefix+k, v)
+				if err := set(from.Prefix+k, v); err != nil {
+					return nil, err
+				}
 			}
 		case from.SecretRef != nil:
 			sec, err := w.secret(ctx, from.SecretRef.Name)
@@ -49,13 +67,21 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 				return nil, err
 			}
 			for k, v := range sec.Data {
-				set(from.Prefix+k, string(v))
+				if err := set(from.Prefix+k, string(v)); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, vals))
+			v, ok := expand(e.Value, vals, maxExpandedValue)
+			if !ok {
+				return nil, fmt.Errorf("env %s of container %s: expanded value exceeds %d bytes", e.Name, c.Name, maxExpandedValue)
+			}
+			if err := set(e.Name, v); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		v, ok, err := w.envValueFrom(ctx, c, e.ValueFrom)
@@ -63,7 +89,9 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 			return nil, fmt.Errorf("env %s of container %s: %w", e.Name, c.Name, err)
 		}
 		if ok {
-			set(e.Name, v)
+			if err := set(e.Name, v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := make([]string, 0, len(order))
@@ -202,47 +230,75 @@ func resourceFieldRef(c *corev1.Container, ref *corev1.ResourceFieldSelector) (s
 	return fmt.Sprint((v + d - 1) / d), true, nil
 }
 
-func expandAll(in []string, vals map[string]string) []string {
+// expandAll expands each element of in (a container's command or args)
+// against vals, with the limits of containerEnv: an element may reach
+// maxExpandedValue bytes, all of them together maxEnvBytes less used (the
+// bytes already taken by an earlier list). It returns the bytes used; the
+// error names the element and the limit.
+func expandAll(what string, in []string, vals map[string]string, used int) ([]string, int, error) {
 	if in == nil {
-		return nil
+		return nil, used, nil
 	}
 	out := make([]string, len(in))
 	for i, s := range in {
-		out[i] = expand(s, vals)
+		v, ok := expand(s, vals, min(maxExpandedValue, maxEnvBytes-used))
+		if !ok {
+			if maxEnvBytes-used < maxExpandedValue {
+				return nil, used, fmt.Errorf("%s[%d]: command and args exceed %d bytes", what, i, maxEnvBytes)
+			}
+			return nil, used, fmt.Errorf("%s[%d]: expanded value exceeds %d bytes", what, i, maxExpandedValue)
+		}
+		out[i] = v
+		used += len(v)
 	}
-	return out
+	return out, used, nil
 }
 
 // expand replaces $(VAR) references in s with vals[VAR], as Kubernetes'
 // third_party/forked/golang/expansion: "$$" escapes to "$", a reference to
-// an undefined variable (or an unterminated one) is kept as written.
-func expand(s string, vals map[string]string) string {
+// an undefined variable (or an unterminated one) is kept as written. ok is
+// false, and nothing longer than limit bytes is built, when the result
+// would exceed limit bytes.
+func expand(s string, vals map[string]string, limit int) (_ string, ok bool) {
 	var b strings.Builder
+	write := func(p string) bool {
+		if b.Len()+len(p) > limit {
+			return false
+		}
+		b.WriteString(p)
+		return true
+	}
 	for i := 0; i < len(s); i++ {
 		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
+			if !write(s[i : i+1]) {
+				return "", false
+			}
 			continue
 		}
+		var p string
 		switch s[i+1] {
 		case '$':
-			b.WriteByte('$')
+			p = "$"
 			i++
 		case '(':
 			end := strings.IndexByte(s[i+2:], ')')
 			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
+				p, i = s[i:], len(s)
+				break
 			}
 			name := s[i+2 : i+2+end]
 			if v, ok := vals[name]; ok {
-				b.WriteString(v)
+				p = v
 			} else {
-				b.WriteString("$(" + name + ")")
+				p = s[i : i+3+end] // "$(" + name + ")", as written
 			}
 			i += 2 + end
 		default:
-			b.WriteByte('$')
+			p = "$"
+		}
+		if !write(p) {
+			return "", false
 		}
 	}
-	return b.String()
+	return b.String(), true
 }

@@ -1,6 +1,9 @@
 package nodeagent
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Cases from Kubernetes' third_party/forked/golang/expansion tests.
 func TestExpand(t *testing.T) {
@@ -21,8 +24,30 @@ func TestExpand(t *testing.T) {
 		"plain":               "plain",
 		"$(VAR_A)$(VAR_A)$$$": "AA$$",
 	} {
-		if got := expand(in, vals); got != want {
-			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		if got, ok := expand(in, vals, maxExpandedValue); !ok || got != want {
+			t.Errorf("expand(%q) = %q, %v, want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestExpandLimit(t *testing.T) {
+	vals := map[string]string{"A": strings.Repeat("a", 10)}
+	for _, tc := range []struct {
+		in    string
+		limit int
+		ok    bool
+	}{
+		{"$(A)", 10, true},
+		{"$(A)x", 10, false},
+		{"$(A)$(A)", 19, false},
+		{"$(A)$(A)", 20, true},
+		{"$(UNKNOWN)", 9, false},
+		{"$$$$", 2, true},
+		{"$(A", 2, false},
+	} {
+		got, ok := expand(tc.in, vals, tc.limit)
+		if ok != tc.ok || len(got) > tc.limit {
+			t.Errorf("expand(%q, limit %d) = %d bytes, %v; want ok %v", tc.in, tc.limit, len(got), ok, tc.ok)
 		}
 	}
 }

@@ -63,7 +63,8 @@ func (w *podWorker) phase() corev1.PodPhase {
 	return corev1.PodPending
 }
 
-// containerStatus renders c as the API shows it.
+// containerStatus renders c as the API shows it, with its messages and
+// image fields cut to maxMessageBytes (truncateMessage).
 func (w *podWorker) containerStatus(c *container) corev1.ContainerStatus {
 	st := corev1.ContainerStatus{Name: c.name, Image: c.spec.Image, ImageID: c.imageID, RestartCount: c.restartCount}
 	if c.everStarted {
@@ -102,6 +103,19 @@ func (w *podWorker) containerStatus(c *container) corev1.ContainerStatus {
 	if r := st.State.Running; r != nil {
 		r.StartedAt = r.StartedAt.Rfc3339Copy()
 	}
+	// Messages quote the spec (an image of any size) and runtime errors:
+	// bounded, as the kubelet bounds what it writes into status. So are
+	// the image fields, or a pod with a huge image could never be written
+	// back (the spec's copy plus the status's exceed the store's limit).
+	st.Image, st.ImageID = truncateMessage(st.Image), truncateMessage(st.ImageID)
+	if wt := st.State.Waiting; wt != nil {
+		wt.Message = truncateMessage(wt.Message)
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+		if t != nil {
+			t.Message = truncateMessage(t.Message)
+		}
+	}
 	return st
 }
 
@@ -113,7 +127,7 @@ func (w *podWorker) podStatus() corev1.PodStatus {
 	st := corev1.PodStatus{
 		Phase:   phase,
 		Reason:  w.reason,
-		Message: w.message,
+		Message: truncateMessage(w.message),
 		HostIP:  w.a.cfg.NodeIP,
 		HostIPs: []corev1.HostIP{{IP: w.a.cfg.NodeIP}},
 		PodIP:   w.a.cfg.NodeIP,
@@ -131,7 +145,7 @@ func (w *podWorker) podStatus() corev1.PodStatus {
 	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
 		c := corev1.PodCondition{Type: t, Status: corev1.ConditionTrue}
 		if !ok {
-			c.Status, c.Reason, c.Message = corev1.ConditionFalse, reason, msg
+			c.Status, c.Reason, c.Message = corev1.ConditionFalse, reason, truncateMessage(msg)
 		}
 		return c
 	}

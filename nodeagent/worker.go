@@ -143,7 +143,7 @@ func (w *podWorker) sync(ctx context.Context) bool {
 	}
 	if !w.restored {
 		if err := w.writeStatus(ctx); err != nil && ctx.Err() == nil {
-			w.a.log.Warn("write pod status failed, retrying", "pod", w.key(), "err", err)
+			w.a.log.Warn("write pod status failed, retrying", "pod", w.key(), "err", logText(err.Error()))
 			w.after(time.Now().Add(time.Second))
 		}
 	}
