@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	yamlv3 "go.yaml.in/yaml/v3"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -72,9 +73,9 @@ func (s *Server) bodyJSON(c echo.Context) ([]byte, error) {
 		}
 		return b, nil
 	case "application/yaml", "application/x-yaml", "text/yaml":
-		j, err := yaml.YAMLToJSON(b)
+		j, err := yamlToJSON(b, s.cfg.MaxBodyBytes)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
+			return nil, err
 		}
 		// A key given twice is lost in the conversion: remember it for
 		// fieldValidation=Strict (checkStrict).
@@ -87,6 +88,59 @@ func (s *Server) bodyJSON(c echo.Context) ([]byte, error) {
 	default:
 		return nil, unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf", mt))
 	}
+}
+
+// yamlToJSON converts a YAML body to JSON with sigs.k8s.io/yaml, once it
+// is sure the result stays within limit bytes: an alias repeats its
+// anchor's whole node, so a small body can expand to gigabytes (the YAML
+// parser's own "excessive aliasing" check is easily diluted). The body is
+// parsed first without resolving aliases and the expanded size bounded
+// from its node tree; past limit it is a 413. Invalid YAML is a 400.
+func yamlToJSON(b []byte, limit int64) ([]byte, error) {
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(b, &doc); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
+	}
+	if n := expandedYAMLSize(&doc, map[*yamlv3.Node]int64{}, limit); n > limit {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the YAML body expands (through its aliases) to more than %d bytes, the limit", limit))
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
+	}
+	return j, nil
+}
+
+// expandedYAMLSize bounds from above the bytes node takes once every alias
+// is replaced by its anchor, counting each node at its length plus a few
+// bytes of punctuation; it stops counting past limit. sizes memoizes
+// anchored nodes.
+func expandedYAMLSize(node *yamlv3.Node, sizes map[*yamlv3.Node]int64, limit int64) int64 {
+	if node == nil {
+		return 0
+	}
+	if n, ok := sizes[node]; ok {
+		return n
+	}
+	var n int64
+	switch node.Kind {
+	case yamlv3.AliasNode:
+		n = expandedYAMLSize(node.Alias, sizes, limit)
+	case yamlv3.ScalarNode:
+		n = int64(len(node.Value)) + 4
+	default:
+		n = 2
+		for _, c := range node.Content {
+			n += expandedYAMLSize(c, sizes, limit) + 1
+			if n > limit {
+				break
+			}
+		}
+	}
+	if node.Anchor != "" {
+		sizes[node] = n
+	}
+	return n
 }
 
 // decodeObject parses JSON into a new object of r. A body whose kind or

@@ -166,7 +166,7 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 			obj.SetName(generateName(obj.GetGenerateName()))
 		}
 		if errs := validateCreate(r, obj); len(errs) > 0 {
-			return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), obj.GetName(), errs)
+			return nil, invalid(r, obj.GetName(), errs)
 		}
 		release, err := s.allocate(ctx, obj)
 		if err != nil {
@@ -268,7 +268,7 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 			return nil, err
 		}
 		if errs := validateUpdate(r, ri.sub, obj, cur); len(errs) > 0 {
-			return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), ri.name, errs)
+			return nil, invalid(r, ri.name, errs)
 		}
 		if sameObject(obj, cur) || dryRun {
 			return obj, nil
@@ -386,6 +386,9 @@ func (s *Server) delete(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
 		return err
 	}
+	if ri.res.Kind == "Namespace" && immortalNamespaces[ri.name] {
+		return apierrors.NewForbidden(ri.res.GroupResource(), ri.name, fmt.Errorf("this namespace may not be deleted"))
+	}
 	opts, err := s.parseDeleteOptions(c)
 	if err != nil {
 		return err
@@ -502,6 +505,10 @@ func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, 
 // the selectors is deleted as by deleteObject. It returns the list of
 // objects as deleteObject returned them.
 func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
+	if ri.res.Kind == "Namespace" {
+		// As Kubernetes: namespaces have no deletecollection verb.
+		return apiMethodNotAllowed(http.MethodDelete, c.Request().URL.Path)
+	}
 	_, sel, err := listOptions(ri.res, c.Request().URL.Query(), false)
 	if err != nil {
 		return err
@@ -531,6 +538,10 @@ func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
 	}
 	return writeJSON(c, http.StatusOK, listOf(ri.res, out, fmt.Sprint(rev)))
 }
+
+// immortalNamespaces may not be deleted (Kubernetes' NamespaceLifecycle
+// admission).
+var immortalNamespaces = map[string]bool{metav1.NamespaceDefault: true, metav1.NamespaceSystem: true, metav1.NamespacePublic: true}
 
 func hasString(list []string, s string) bool {
 	for _, x := range list {

@@ -374,3 +374,78 @@ func TestJSONPatchWithoutValue(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackerFindings: inputs an attacker found after the first round of
+// hardening; each is answered 4xx, promptly, and changes nothing.
+func TestAttackerFindings(t *testing.T) {
+	e := newEnv(t)
+	cms := "/api/v1/namespaces/default/configmaps"
+	// Thousands of validation errors: the answer lists 100 and counts the rest.
+	var keys []string
+	for i := range 20000 {
+		keys = append(keys, fmt.Sprintf(`"!%d":""`, i))
+	}
+	code, out := e.do(http.MethodPost, cms+"?dryRun=All", "application/json", `{"metadata":{"name":"many"},"data":{`+strings.Join(keys, ",")+`}}`)
+	var st metav1.Status
+	if err := jsonUnmarshal(out, &st); err != nil || code != http.StatusUnprocessableEntity || st.Details == nil || len(st.Details.Causes) != maxValidationErrors+1 {
+		t.Errorf("20,000 invalid keys: %d, %d causes, %d bytes", code, len(st.Details.Causes), len(out))
+	}
+	// A YAML body whose aliases expand far past the body limit.
+	bomb := "a: &a [" + strings.Repeat(`"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",`, 1000) + "]\n"
+	prev := "a"
+	for i := range 12 {
+		name := fmt.Sprintf("b%d", i)
+		bomb += name + ": &" + name + " [" + strings.Repeat("*"+prev+",", 10) + "]\n"
+		prev = name
+	}
+	if code, out := e.do(http.MethodPost, cms, "application/yaml", bomb); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("YAML alias bomb: %d, want 413: %.300s", code, out)
+	}
+	if code, out := e.do(http.MethodPatch, cms+"/none", "application/merge-patch+json", bomb); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("YAML alias bomb as a patch: %d, want 413: %.300s", code, out)
+	}
+	// Quantities the scheduler's milli-unit arithmetic would wrap, negative overheads.
+	pods := "/api/v1/namespaces/default/pods"
+	for _, spec := range []string{
+		`"containers":[{"name":"c","image":"i","resources":{"requests":{"cpu":"1e1000000"}}}]`,
+		`"containers":[{"name":"c","image":"i","resources":{"limits":{"memory":"9223372036854775807"}}}]`,
+		`"containers":[{"name":"c","image":"i"}],"overhead":{"cpu":"-100"}`,
+	} {
+		if code, out := e.do(http.MethodPost, pods, "application/json", `{"metadata":{"name":"q"},"spec":{`+spec+`}}`); code != http.StatusUnprocessableEntity {
+			t.Errorf("pod spec %s: %d, want 422: %.300s", spec, code, out)
+		}
+	}
+	// dryRun on a binding binds nothing.
+	e.must(http.StatusCreated, http.MethodPost, pods, "", `{"metadata":{"name":"dry"},"spec":{"containers":[{"name":"c","image":"i"}]}}`, nil)
+	e.must(http.StatusCreated, http.MethodPost, pods+"/dry/binding?dryRun=All", "", `{"metadata":{"name":"dry"},"target":{"kind":"Node","name":"n1"}}`, nil)
+	var pod struct {
+		Spec struct {
+			NodeName string `json:"nodeName"`
+		} `json:"spec"`
+	}
+	e.must(http.StatusOK, http.MethodGet, pods+"/dry", "", nil, &pod)
+	if pod.Spec.NodeName != "" {
+		t.Errorf("dryRun binding bound the pod to %q", pod.Spec.NodeName)
+	}
+	// Module names wasm.ParseRef refuses are 422, not 500.
+	for _, name := range []string{strings.Repeat("a", 256) + ":v1", "sha256:" + strings.Repeat("0", 64)} {
+		if code, out := e.do(http.MethodPut, "/apis/orca.dev/v1/wasmmodules/"+name, "application/wasm", "\x00asm\x01\x00\x00\x00"); code != http.StatusUnprocessableEntity {
+			t.Errorf("module name %.20s...: %d, want 422: %.200s", name, code, out)
+		}
+	}
+	// A field given twice in a patch, with Strict.
+	e.must(http.StatusCreated, http.MethodPost, cms, "", `{"metadata":{"name":"d"}}`, nil)
+	if code, out := e.do(http.MethodPatch, cms+"/d?fieldValidation=Strict", "application/merge-patch+json", `{"data":{"a":"1","a":"2"}}`); code != http.StatusBadRequest || !strings.Contains(string(out), "duplicate field") {
+		t.Errorf("duplicate field in a merge patch, Strict: %d %s", code, out)
+	}
+	// The namespaces Kubernetes never deletes.
+	for _, ns := range []string{"default", "kube-system", "kube-public"} {
+		if code, _ := e.do(http.MethodDelete, "/api/v1/namespaces/"+ns, "", nil); code != http.StatusForbidden {
+			t.Errorf("DELETE namespace %s: %d, want 403", ns, code)
+		}
+	}
+	if code, _ := e.do(http.MethodDelete, "/api/v1/namespaces", "", nil); code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE the namespaces collection: %d, want 405", code)
+	}
+	e.must(http.StatusOK, http.MethodGet, "/api/v1/namespaces/kube-public", "", nil, nil)
+}

@@ -119,5 +119,5 @@ func isLongRunning(req *http.Request) bool {
 		len(segs) >= 4 && segs[0] == "apis" && segs[3] == "watch":
 		return true
 	}
-	return len(segs) > 0 && segs[len(segs)-1] == "log"
+	return len(segs) >= 3 && segs[len(segs)-1] == "log" && segs[len(segs)-3] == "pods"
 }

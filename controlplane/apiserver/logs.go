@@ -64,7 +64,8 @@ func (s *Server) podLog(c echo.Context, ri reqInfo) error {
 		if err != nil || n < 1 {
 			return apierrors.NewBadRequest(fmt.Sprintf("sinceSeconds %q must be a positive integer", since))
 		}
-		t := time.Now().Add(-time.Duration(n) * time.Second)
+		const tenYears = 10 * 365 * 24 * 3600 // keeps the Duration from overflowing
+		t := time.Now().Add(-time.Duration(min(n, tenYears)) * time.Second)
 		req.SinceTime = &t
 	case sinceTime != "":
 		t, err := time.Parse(time.RFC3339, sinceTime)

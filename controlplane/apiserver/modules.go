@@ -67,12 +67,15 @@ func (s *Server) orcaAPI(c echo.Context) error {
 		return apiMethodNotAllowed(c.Request().Method, c.Request().URL.Path)
 	}
 	name := segs[4]
-	if len(name) > maxModuleNameBytes || !moduleName.MatchString(name) {
+	if _, perr := wasm.ParseRef(name); perr != nil || len(name) > maxModuleNameBytes || !moduleName.MatchString(name) || wasm.ValidDigest(name) {
 		return apierrors.NewInvalid(schema.GroupKind{Group: orcaGroup, Kind: "WasmModule"}, name, field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "name"), name, "must be a module reference such as hello-wasm:v1 (lowercase path components, at most 255 bytes, optional :tag)")})
 	}
 	if s.cfg.Modules == nil {
 		return apierrors.NewServiceUnavailable("this apiserver has no WASM module store configured")
+	}
+	if isDryRun(c.Request().URL.Query()) {
+		return apierrors.NewBadRequest("dryRun is not supported for module pushes")
 	}
 	req := c.Request()
 	if req.ContentLength > MaxModuleBytes {

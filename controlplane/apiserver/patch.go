@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"sigs.k8s.io/yaml"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -94,6 +94,18 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	if c.QueryParam("fieldValidation") == metav1.FieldValidationStrict {
+		// A field given twice in the patch itself is lost in the patched
+		// object: find it here.
+		var v any
+		if strictErrs, err := sigsjson.UnmarshalStrict(body, &v, sigsjson.DisallowDuplicateFields); err == nil && len(strictErrs) > 0 {
+			msgs := make([]string, len(strictErrs))
+			for i, e := range strictErrs {
+				msgs[i] = e.Error()
+			}
+			return apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
+		}
+	}
 	// Strict field validation looks at the patched object, not the patch:
 	// strategic merge patches carry directives ($setElementOrder/ports,
 	// $patch, $retainKeys) that are not fields.
@@ -127,7 +139,10 @@ func (s *Server) readPatch(c echo.Context) (types.PatchType, []byte, error) {
 		return "", nil, err
 	}
 	if !json.Valid(body) {
-		j, yerr := yaml.YAMLToJSON(body)
+		j, yerr := yamlToJSON(body, s.cfg.MaxBodyBytes)
+		if apierrors.IsRequestEntityTooLargeError(yerr) {
+			return "", nil, yerr
+		}
 		if yerr != nil || !json.Valid(j) {
 			return "", nil, apierrors.NewBadRequest("the patch is not valid JSON")
 		}

@@ -85,7 +85,22 @@ func (s *Server) bind(c echo.Context, ri reqInfo) error {
 	if msgs := validation.IsDNS1123Subdomain(b.Target.Name); len(msgs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, ri.name, field.ErrorList{field.Invalid(field.NewPath("target", "name"), b.Target.Name, msgs[0])})
 	}
-	if _, err := s.st.Bind(c.Request().Context(), ri.namespace, ri.name, b.UID, b.Target.Name); err != nil {
+	if isDryRun(c.Request().URL.Query()) {
+		// Check what Bind would, write nothing.
+		obj, err := s.st.Get(c.Request().Context(), store.Pods, ri.namespace, ri.name)
+		if err != nil {
+			return err
+		}
+		pod := obj.(*corev1.Pod)
+		switch {
+		case b.UID != "" && pod.UID != b.UID:
+			return apierrors.NewConflict(store.Pods.GroupResource(), ri.name, fmt.Errorf("pod uid %s is not %s", pod.UID, b.UID))
+		case pod.DeletionTimestamp != nil:
+			return apierrors.NewConflict(store.Pods.GroupResource(), ri.name, fmt.Errorf("pod is being deleted"))
+		case pod.Spec.NodeName != "":
+			return apierrors.NewConflict(store.Pods.GroupResource(), ri.name, fmt.Errorf("pod is already assigned to node %q", pod.Spec.NodeName))
+		}
+	} else if _, err := s.st.Bind(c.Request().Context(), ri.namespace, ri.name, b.UID, b.Target.Name); err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})

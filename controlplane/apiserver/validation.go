@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -34,6 +37,22 @@ func nameFunc(kind string) apivalidation.ValidateNameFunc {
 	default:
 		return apivalidation.NameIsDNSSubdomain
 	}
+}
+
+// maxValidationErrors bounds the field errors one answer lists: the
+// message of an Invalid Status joins them all (quadratically, in
+// apimachinery's aggregate), so a body that is wrong in every one of
+// thousands of places would otherwise cost minutes of CPU.
+const maxValidationErrors = 100
+
+// invalid is the 422 Invalid Status for errs on the object kind/name,
+// listing at most maxValidationErrors of them and the count of the rest.
+func invalid(r store.Resource, name string, errs field.ErrorList) error {
+	if n := len(errs); n > maxValidationErrors {
+		errs = append(errs[:maxValidationErrors:maxValidationErrors],
+			&field.Error{Type: field.ErrorTypeTooMany, Field: "<object>", BadValue: n, Detail: fmt.Sprintf("%d more errors are not listed", n-maxValidationErrors)})
+	}
+	return apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), name, errs)
 }
 
 // validateCreate validates metadata (name, labels, annotations, owner
@@ -129,7 +148,13 @@ func validateKind(obj store.Object) field.ErrorList {
 		for _, msg := range validation.IsDNS1123Label(o.Handler) {
 			errs = append(errs, field.Invalid(field.NewPath("handler"), o.Handler, msg))
 		}
+		if o.Overhead != nil {
+			errs = append(errs, validateResourceList(o.Overhead.PodFixed, field.NewPath("overhead", "podFixed"))...)
+		}
 		return errs
+	case *corev1.Node:
+		errs := validateQuantities(o.Status.Capacity, field.NewPath("status", "capacity"))
+		return append(errs, validateQuantities(o.Status.Allocatable, field.NewPath("status", "allocatable"))...)
 	case *corev1.Secret:
 		return validateSecret(o)
 	case *corev1.ConfigMap:
@@ -201,6 +226,13 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 	}
 	check(sp.InitContainers, p.Child("initContainers"))
 	check(sp.Containers, p.Child("containers"))
+	for i, ec := range sp.EphemeralContainers {
+		errs = append(errs, validateResources(&ec.Resources, p.Child("ephemeralContainers").Index(i).Child("resources"))...)
+	}
+	errs = append(errs, validateResourceList(sp.Overhead, p.Child("overhead"))...)
+	if sp.Resources != nil {
+		errs = append(errs, validateResources(sp.Resources, p.Child("resources"))...)
+	}
 	if sp.RestartPolicy != "" && !restartPolicies.Has(string(sp.RestartPolicy)) {
 		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), sp.RestartPolicy, sets.List(restartPolicies)))
 	}
@@ -230,32 +262,56 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 // validateResources checks a container's resource limits and requests as
 // Kubernetes' ValidateResourceRequirements: names are standard (cpu,
 // memory, ephemeral-storage, hugepages-<size>) or domain-qualified,
-// quantities are not negative, and a request is at most its limit.
+// quantities are not negative, and a request is at most its limit; and,
+// beyond Kubernetes, at most maxResourceQuantity, so that the scheduler's
+// milli-unit arithmetic (Quantity.MilliValue) cannot wrap around.
 func validateResources(rr *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	check := func(list corev1.ResourceList, lp *field.Path) {
-		for name, q := range list {
-			kp := lp.Key(string(name))
-			if !standardContainerResources.Has(string(name)) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
-				if !strings.Contains(string(name), "/") {
-					errs = append(errs, field.Invalid(kp, name, "must be a standard resource type or fully qualified"))
-				} else {
-					for _, msg := range validation.IsQualifiedName(string(name)) {
-						errs = append(errs, field.Invalid(kp, name, msg))
-					}
-				}
-			}
-			if q.Sign() < 0 {
-				errs = append(errs, field.Invalid(kp, q.String(), "must be greater than or equal to 0"))
-			}
-		}
-	}
-	check(rr.Limits, p.Child("limits"))
-	check(rr.Requests, p.Child("requests"))
+	errs := validateResourceList(rr.Limits, p.Child("limits"))
+	errs = append(errs, validateResourceList(rr.Requests, p.Child("requests"))...)
 	for name, req := range rr.Requests {
 		if lim, ok := rr.Limits[name]; ok && req.Cmp(lim) > 0 {
 			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
+		}
+	}
+	return errs
+}
+
+// maxResourceQuantity is the largest resource quantity orca accepts:
+// 2^63-1 milli-units, the range of Quantity.MilliValue.
+var maxResourceQuantity = resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+
+// validateResourceList checks the names and quantities of a resource list
+// (limits, requests, pod overhead): standard or
+// domain-qualified names, 0 <= quantity <= maxResourceQuantity.
+func validateResourceList(list corev1.ResourceList, lp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name := range list {
+		kp := lp.Key(string(name))
+		if !standardContainerResources.Has(string(name)) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+			if !strings.Contains(string(name), "/") {
+				errs = append(errs, field.Invalid(kp, name, "must be a standard resource type or fully qualified"))
+			} else {
+				for _, msg := range validation.IsQualifiedName(string(name)) {
+					errs = append(errs, field.Invalid(kp, name, msg))
+				}
+			}
+		}
+	}
+	return append(errs, validateQuantities(list, lp)...)
+}
+
+// validateQuantities checks 0 <= quantity <= maxResourceQuantity for every
+// entry of a resource list, whatever its names (node capacity has "pods").
+func validateQuantities(list corev1.ResourceList, lp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range list {
+		kp := lp.Key(string(name))
+		switch {
+		case q.Sign() < 0:
+			errs = append(errs, field.Invalid(kp, q.String(), "must be greater than or equal to 0"))
+		case q.Cmp(*maxResourceQuantity) > 0:
+			errs = append(errs, field.Invalid(kp, q.String(), "must be less than or equal to "+maxResourceQuantity.String()))
 		}
 	}
 	return errs

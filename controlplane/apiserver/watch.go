@@ -17,6 +17,10 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
+// maxWatchTimeoutSeconds caps timeoutSeconds (a year) so that it cannot
+// overflow a time.Duration.
+const maxWatchTimeoutSeconds = 365 * 24 * 3600
+
 // watchEvent is one line of a watch stream: {"type":"ADDED","object":{...}}.
 type watchEvent struct {
 	Type   watch.EventType `json:"type"`
@@ -47,7 +51,7 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 		}
 		if *t > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Duration(*t)*time.Second)
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(min(*t, maxWatchTimeoutSeconds))*time.Second)
 			defer cancel()
 		}
 	}

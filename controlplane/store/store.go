@@ -25,6 +25,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Config is the store's configuration. The zero value is usable.
@@ -235,6 +237,13 @@ func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, err
 	}
 	if err := s.checkSize(r, obj, data); err != nil {
 		return nil, err
+	}
+	// Whoever creates (the apiserver validates, controllers derive names
+	// such as <deployment>-<hash>), no object may get a name longer than
+	// Kubernetes allows: nothing could address it later.
+	if n := len(obj.GetName()); n > validation.DNS1123SubdomainMaxLength {
+		return nil, apierrors.NewInvalid(r.GroupVersion().WithKind(r.Kind).GroupKind(), obj.GetName(), field.ErrorList{
+			field.TooLong(field.NewPath("metadata", "name"), "", validation.DNS1123SubdomainMaxLength)})
 	}
 	key := s.key(r, obj.GetNamespace(), obj.GetName())
 	if err := checkKey(fmt.Sprintf("create %s %s/%s", r.Kind, obj.GetNamespace(), obj.GetName()), key); err != nil {

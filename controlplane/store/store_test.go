@@ -418,3 +418,14 @@ func TestWatchCacheKeepsItsByteBudget(t *testing.T) {
 	}
 	w.Stop()
 }
+
+// TestCreateRefusesNamesNothingCouldAddress: a name longer than
+// Kubernetes allows (a controller deriving <deployment>-<hash> from a
+// 253-character Deployment) is refused at create.
+func TestCreateRefusesNamesNothingCouldAddress(t *testing.T) {
+	s := storetest.NewStore(t)
+	_, err := s.Create(context.Background(), store.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: strings.Repeat("a", 254)}})
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("create with a 254-character name: want 422 Invalid, got %v", err)
+	}
+}
