@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	yamlv3 "go.yaml.in/yaml/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	yamlv3 "go.yaml.in/yaml/v3"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
