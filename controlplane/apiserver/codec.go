@@ -249,7 +249,16 @@ func checkStrict(c echo.Context, r store.Resource, data []byte) error {
 	if mode == metav1.FieldValidationStrict {
 		return apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
 	}
+	// As Kubernetes' warning recorder: each warning cut to 256 characters,
+	// at most 4 KiB of them.
+	total := 0
 	for _, m := range msgs {
+		if len(m) > 256 {
+			m = m[:253] + "..."
+		}
+		if total += len(m); total > 4096 {
+			break
+		}
 		c.Response().Header().Add("Warning", fmt.Sprintf("299 - %q", m))
 	}
 	return nil

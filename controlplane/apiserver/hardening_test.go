@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -448,4 +449,53 @@ func TestAttackerFindings(t *testing.T) {
 		t.Errorf("DELETE the namespaces collection: %d, want 405", code)
 	}
 	e.must(http.StatusOK, http.MethodGet, "/api/v1/namespaces/kube-public", "", nil, nil)
+}
+
+// readAllPusher is a ModulePusher that only reads the module.
+type readAllPusher struct{}
+
+func (readAllPusher) Push(_ context.Context, _ string, r io.Reader) (string, error) {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return "", err
+	}
+	return "sha256:" + strings.Repeat("0", 64), nil
+}
+
+// TestModulePushesAreLimited: module pushes hold their module in memory,
+// so only maxModulePushes run at once; one more gets 429.
+func TestModulePushesAreLimited(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *Config) { c.Modules = readAllPusher{} }))
+	addr := strings.TrimPrefix(e.url, "http://")
+	for i := range maxModulePushes {
+		slowBody(t, addr, "PUT", fmt.Sprintf("/apis/orca.dev/v1/wasmmodules/held%d:v1", i), 1<<20)
+	}
+	storetest.Eventually(t, 5*time.Second, func() error {
+		code, out := e.do(http.MethodPut, "/apis/orca.dev/v1/wasmmodules/third:v1", "application/wasm", "\x00asm\x01\x00\x00\x00")
+		if code != http.StatusTooManyRequests {
+			return fmt.Errorf("third push: %d %s", code, out)
+		}
+		return nil
+	})
+}
+
+// TestPodRulesKubernetesHas: probe timings, hostnames and
+// activeDeadlineSeconds updates are checked as Kubernetes does.
+func TestPodRulesKubernetesHas(t *testing.T) {
+	e := newEnv(t)
+	pods := "/api/v1/namespaces/default/pods"
+	for _, spec := range []string{
+		`"containers":[{"name":"c","image":"i","readinessProbe":{"tcpSocket":{"port":1},"periodSeconds":-1}}]`,
+		`"hostname":"` + strings.Repeat("h", 100) + `","containers":[{"name":"c","image":"i"}]`,
+	} {
+		if code, out := e.do(http.MethodPost, pods, "application/json", `{"metadata":{"name":"r"},"spec":{`+spec+`}}`); code != http.StatusUnprocessableEntity {
+			t.Errorf("pod spec %s: %d, want 422: %.300s", spec, code, out)
+		}
+	}
+	e.must(http.StatusCreated, http.MethodPost, pods, "", `{"metadata":{"name":"ad"},"spec":{"activeDeadlineSeconds":60,"containers":[{"name":"c","image":"i"}]}}`, nil)
+	e.must(http.StatusOK, http.MethodPatch, pods+"/ad", "application/merge-patch+json", `{"spec":{"activeDeadlineSeconds":30}}`, nil)
+	for _, p := range []string{`{"spec":{"activeDeadlineSeconds":90}}`, `{"spec":{"activeDeadlineSeconds":null}}`} {
+		if code, out := e.do(http.MethodPatch, pods+"/ad", "application/merge-patch+json", p); code != http.StatusUnprocessableEntity {
+			t.Errorf("patch %s: %d, want 422: %.300s", p, code, out)
+		}
+	}
 }

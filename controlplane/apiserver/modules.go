@@ -28,6 +28,12 @@ const MaxModuleBytes = 64 << 20
 // components, then an optional ":tag" (OCI distribution's grammar).
 var moduleName = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`)
 
+// maxModulePushes bounds the module pushes served at once: each holds its
+// module in memory (up to MaxModuleBytes) to validate and hash it, so two
+// cost at most about 2 x 64 MiB plus the store's copies. More get 429
+// with Retry-After.
+const maxModulePushes = 2
+
 // maxModuleNameBytes bounds "name:tag": a 255-byte name (wasm.ParseRef)
 // and a 128-byte tag.
 const maxModuleNameBytes = 255 + 1 + 128
@@ -76,6 +82,14 @@ func (s *Server) orcaAPI(c echo.Context) error {
 	}
 	if isDryRun(c.Request().URL.Query()) {
 		return apierrors.NewBadRequest("dryRun is not supported for module pushes")
+	}
+	select {
+	case s.modulePushes <- struct{}{}:
+		defer func() { <-s.modulePushes }()
+	default:
+		c.Response().Header().Set("Retry-After", "1")
+		c.Response().Header().Set("Connection", "close") // the body stays unread
+		return tooManyRequests()
 	}
 	req := c.Request()
 	if req.ContentLength > MaxModuleBytes {

@@ -103,6 +103,7 @@ type Server struct {
 	resources map[string]store.Resource
 
 	readOnly, mutating chan struct{} // in-flight request slots (limitRequests)
+	modulePushes       chan struct{} // module pushes in progress (maxModulePushes)
 
 	healthMu  sync.Mutex // guards downSince
 	downSince time.Time  // when the NATS connection was seen down; zero while up
@@ -158,7 +159,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, resources: map[string]store.Resource{},
-		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight)}
+		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
+		modulePushes: make(chan struct{}, maxModulePushes)}
 	if s.nc != nil {
 		s.watchNATS()
 	}

@@ -99,6 +99,12 @@ func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
 	if old.Spec.NodeName != "" && pod.Spec.NodeName != old.Spec.NodeName {
 		errs = append(errs, field.Forbidden(specPath.Child("nodeName"), "may not be changed once set"))
 	}
+	// activeDeadlineSeconds may be set, or lowered, never removed or raised.
+	if oa := old.Spec.ActiveDeadlineSeconds; oa != nil {
+		if na := pod.Spec.ActiveDeadlineSeconds; na == nil || *na > *oa {
+			errs = append(errs, field.Invalid(specPath.Child("activeDeadlineSeconds"), pod.Spec.ActiveDeadlineSeconds, "must be less than or equal to previous value"))
+		}
+	}
 	munged := *pod.Spec.DeepCopy()
 	if len(munged.Containers) == len(old.Spec.Containers) {
 		for i := range munged.Containers {
@@ -203,6 +209,9 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 				errs = append(errs, field.Required(idx.Child("image"), ""))
 			}
 			errs = append(errs, validateResources(&c.Resources, idx.Child("resources"))...)
+			errs = append(errs, validateProbe(c.LivenessProbe, idx.Child("livenessProbe"))...)
+			errs = append(errs, validateProbe(c.ReadinessProbe, idx.Child("readinessProbe"))...)
+			errs = append(errs, validateProbe(c.StartupProbe, idx.Child("startupProbe"))...)
 			for j, port := range c.Ports {
 				pp := idx.Child("ports").Index(j)
 				for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
@@ -250,6 +259,16 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("runtimeClassName"), *rc, msg))
 		}
 	}
+	if sp.Hostname != "" {
+		for _, msg := range validation.IsDNS1123Label(sp.Hostname) {
+			errs = append(errs, field.Invalid(p.Child("hostname"), sp.Hostname, msg))
+		}
+	}
+	if sp.Subdomain != "" {
+		for _, msg := range validation.IsDNS1123Label(sp.Subdomain) {
+			errs = append(errs, field.Invalid(p.Child("subdomain"), sp.Subdomain, msg))
+		}
+	}
 	if sp.NodeName != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(sp.NodeName) {
 			errs = append(errs, field.Invalid(p.Child("nodeName"), sp.NodeName, msg))
@@ -273,6 +292,26 @@ func validateResources(rr *corev1.ResourceRequirements, p *field.Path) field.Err
 			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
 		}
+	}
+	return errs
+}
+
+// validateProbe checks a probe's timings as Kubernetes' validateProbe:
+// none negative, and terminationGracePeriodSeconds, when set, positive.
+func validateProbe(pr *corev1.Probe, p *field.Path) field.ErrorList {
+	if pr == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name string
+		v    int32
+	}{{"initialDelaySeconds", pr.InitialDelaySeconds}, {"timeoutSeconds", pr.TimeoutSeconds}, {"periodSeconds", pr.PeriodSeconds},
+		{"successThreshold", pr.SuccessThreshold}, {"failureThreshold", pr.FailureThreshold}} {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(f.v), p.Child(f.name))...)
+	}
+	if g := pr.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
+		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be greater than 0"))
 	}
 	return errs
 }
