@@ -117,6 +117,16 @@ func (s *Store) Conn() *nats.Conn { return s.nc }
 // Close stops every watch cache. The NATS connection stays open.
 func (s *Store) Close() { s.resetCaches() }
 
+// bucketHistory is how many revisions of each key a bucket keeps: 8.
+//
+// The watch caches read a bucket through a JetStream consumer, which
+// delivers a message only while the stream still holds it. With one
+// revision per key, a key written twice in quick succession lost its
+// first revision before the consumer read it, and watchers missed that
+// MODIFIED event; eight leave the consumer that many writes of the same
+// key to catch up. The cost is disk: up to eight revisions per key.
+const bucketHistory = 8
+
 // bucket returns the KV bucket of r, creating it when missing.
 func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, error) {
 	s.mu.Lock()
@@ -125,15 +135,22 @@ func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, err
 	if ok {
 		return kv, nil
 	}
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      r.Bucket(),
+		Description: bucketDescription(r),
+		History:     bucketHistory,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	}
 	kv, err := s.js.KeyValue(ctx, r.Bucket())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      r.Bucket(),
-			Description: bucketDescription(r),
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    s.cfg.Replicas,
-		})
+		kv, err = s.js.CreateOrUpdateKeyValue(ctx, cfg)
+	} else if err == nil {
+		// A bucket made by an older orca keeps one revision per key:
+		// raise it (a stream's MaxMsgsPerSubject may change in place).
+		if st, serr := kv.Status(ctx); serr == nil && st.History() < bucketHistory {
+			kv, err = s.js.CreateOrUpdateKeyValue(ctx, cfg)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: bucket %s: %w", r.Bucket(), err)
@@ -327,7 +344,7 @@ func (s *Store) DeleteKey(ctx context.Context, r Resource, key string) error {
 	if checkKey("delete "+r.Kind, key) != nil {
 		return nil // nothing can be stored under that key
 	}
-	err = kv.Delete(ctx, key)
+	err = kv.Purge(ctx, key) // a purge drops the key's older revisions too (bucketHistory)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -362,7 +379,9 @@ func (s *Store) Delete(ctx context.Context, r Resource, namespace, name, resourc
 			return nil, apierrors.NewConflict(r.GroupResource(), name,
 				fmt.Errorf("precondition failed: resourceVersion %d, stored %d", want, e.Revision()))
 		}
-		err = kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		// Purge, not Delete: a deleted key keeps no older revisions
+		// (bucketHistory), only its marker.
+		err = kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
 		if err == nil {
 			return Decode(r, e.Value(), e.Revision())
 		}

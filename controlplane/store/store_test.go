@@ -429,3 +429,42 @@ func TestCreateRefusesNamesNothingCouldAddress(t *testing.T) {
 		t.Fatalf("create with a 254-character name: want 422 Invalid, got %v", err)
 	}
 }
+
+// TestWatchSeesEveryRevision: a key written many times in quick succession
+// shows every revision to a watcher (with one revision kept per key,
+// JetStream dropped superseded ones before the watch cache read them).
+func TestWatchSeesEveryRevision(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := s.Watch(ctx, store.ConfigMaps, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := s.Create(ctx, store.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const updates = 200
+	for i := range updates {
+		cm := obj.(*corev1.ConfigMap)
+		cm.Data = map[string]string{"i": fmt.Sprint(i)}
+		if obj, err = s.Update(ctx, store.ConfigMaps, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modified := 0
+	for modified < updates {
+		select {
+		case ev := <-w.Events():
+			if ev.Type == watch.Modified {
+				if want := fmt.Sprint(modified); ev.Object.(*corev1.ConfigMap).Data["i"] != want {
+					t.Fatalf("MODIFIED event %d has i=%s: a revision was skipped", modified, ev.Object.(*corev1.ConfigMap).Data["i"])
+				}
+				modified++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("saw %d of %d MODIFIED events", modified, updates)
+		}
+	}
+}
