@@ -6,6 +6,10 @@
 //
 // and push it with `orca wasm push hello.wasm --name hello-wasm:v1`.
 //
+// Outside CGI (no GATEWAY_INTERFACE in its environment), as a native
+// binary in a container image, it serves the same handler itself on
+// $PORT (default 8080).
+//
 // GET any path answers "hello from <pod name>" (the HOSTNAME the runtime
 // sets) and the path, and logs "GET <path> from <addr>" to stderr (the
 // container log). POST /echo answers the request body (with ?log, it first logs
@@ -63,6 +67,15 @@ func main() {
 			fmt.Fprintf(w, "path %s\n", r.URL.Path)
 		}
 	})
+	if os.Getenv("GATEWAY_INTERFACE") == "" {
+		port := os.Getenv("PORT")
+		if port == "" {
+			port = "8080"
+		}
+		err := http.ListenAndServe(":"+port, mux)
+		fmt.Fprintln(os.Stderr, "hello-wasm:", err)
+		os.Exit(1)
+	}
 	if err := cgi.Serve(mux); err != nil {
 		fmt.Fprintln(os.Stderr, "hello-wasm:", err)
 		os.Exit(1)

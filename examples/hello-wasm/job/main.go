@@ -13,17 +13,35 @@
 // then, if set: prints $STDERR_MSG to stderr; allocates and touches
 // $ALLOC_MB MiB; sleeps $SLEEP_SECONDS seconds (printing "sleeping" first);
 // and exits with $EXIT_CODE (default 0).
+//
+// Signals (as a container's process; WASI has none): with
+// $SIGNAL_EXIT_CODE set, a SIGTERM or SIGINT makes it print "got <signal>"
+// and exit with that code; with $IGNORE_SIGNALS set, it ignores both.
 package main
 
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 func main() {
+	if s := os.Getenv("SIGNAL_EXIT_CODE"); s != "" {
+		code, _ := strconv.Atoi(s)
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		go func() {
+			fmt.Printf("got %v\n", <-ch)
+			os.Exit(code)
+		}()
+	}
+	if os.Getenv("IGNORE_SIGNALS") != "" {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	}
 	fmt.Printf("args=%s\n", strings.Join(os.Args[1:], ","))
 	fmt.Printf("hostname=%s\n", os.Getenv("HOSTNAME"))
 	if names := os.Getenv("PRINT_ENV"); names != "" {

@@ -1,0 +1,287 @@
+// Package containerdtest gives tests a private containerd (started with
+// the runtime's own supervisor, under t.TempDir()) that leaves nothing
+// behind, and builds small OCI image archives from static Go binaries, so
+// that no registry is needed.
+//
+//	d := containerdtest.Start(t) // skips without root or containerd
+//	rt, err := containerd.New(ctx, d.RuntimeConfig(t))
+//	archive, err := containerdtest.BuildGoImage(dir, "docker.io/library/job:v1", containerdtest.JobPackage, nil)
+package containerdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ctrd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/namespaces"
+	"golang.org/x/sys/unix"
+
+	"github.com/orca-edge/orca/runtimes/containerd"
+)
+
+// Daemon is a containerd of one test.
+type Daemon struct {
+	*containerd.Daemon
+	// CgroupParent is the cgroup parent the test's runtimes should use
+	// (RuntimeConfig sets it): unique to the daemon, and removed at cleanup.
+	CgroupParent string
+}
+
+// Skip skips t unless it runs as root with containerd and runc installed.
+func Skip(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("containerd tests need root (and `apt-get install containerd runc`)")
+	}
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed: apt-get install containerd runc", bin)
+		}
+	}
+}
+
+// Start starts a private containerd with its data and socket under
+// t.TempDir() (or a shorter temporary directory when that path is too
+// long for a socket), skipping the test as Skip does. At cleanup it
+// kills and deletes every task and container of every namespace, stops the
+// daemon, kills what a daemon thrown away by the test left (shims and
+// their containers, found from the bundles under its state directory),
+// unmounts whatever is still mounted under its directory and removes the
+// cgroups under CgroupParent.
+func Start(t testing.TB) *Daemon {
+	t.Helper()
+	Skip(t)
+	dir := t.TempDir()
+	if len(filepath.Join(dir, "containerd.sock")) > 90 {
+		short, err := os.MkdirTemp("", "ctrd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(short) })
+		dir = short
+	}
+	d := &Daemon{CgroupParent: "/orca-test-" + randHex(6)}
+	t.Cleanup(func() { d.cleanup(t) })
+	d.Daemon = StartAgain(t, dir)
+	return d
+}
+
+// StartAgain starts a containerd over dir, the DataDir of a daemon the
+// test stopped or killed, as an agent restarting with its daemon does.
+// The caller's Start cleans up after both.
+func StartAgain(t testing.TB, dir string) *containerd.Daemon {
+	t.Helper()
+	d, err := containerd.StartDaemon(context.Background(), containerd.DaemonConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// SetDaemon replaces the daemon d cleans up after (for a test that
+// restarted it with StartAgain over d.DataDir()).
+func (d *Daemon) SetDaemon(nd *containerd.Daemon) { d.Daemon = nd }
+
+// RuntimeConfig returns a runtime config for the daemon, with a DataDir
+// of its own under t.TempDir().
+func (d *Daemon) RuntimeConfig(t testing.TB) containerd.Config {
+	return containerd.Config{Address: d.Address(), DataDir: t.TempDir(), CgroupParent: d.CgroupParent}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (d *Daemon) cleanup(t testing.TB) {
+	if d.Daemon == nil {
+		return
+	}
+	dir := d.DataDir()
+	select {
+	case <-d.Done():
+	default:
+		if err := deleteAll(d.Address()); err != nil {
+			t.Errorf("containerdtest: delete containers: %v", err)
+		}
+		d.Stop()
+	}
+	for _, what := range killLeftovers(filepath.Join(dir, "state")) {
+		t.Logf("containerdtest: %s", what)
+	}
+	if err := unmountUnder(dir); err != nil {
+		t.Errorf("containerdtest: %v", err)
+	}
+	removeCgroups(d.CgroupParent)
+}
+
+// deleteAll kills and deletes every task and container in every
+// namespace of the daemon at address.
+func deleteAll(address string) error {
+	c, err := ctrd.New(address, ctrd.WithTimeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nss, err := c.NamespaceService().List(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ns := range nss {
+		nctx := namespaces.WithNamespace(ctx, ns)
+		cs, err := c.Containers(nctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, ct := range cs {
+			if tk, err := ct.Task(nctx, nil); err == nil {
+				if ch, err := tk.Wait(nctx); err == nil {
+					if tk.Kill(nctx, syscall.SIGKILL) == nil {
+						<-ch
+					}
+				}
+				if _, err := tk.Delete(nctx, ctrd.WithProcessKill); err != nil {
+					errs = append(errs, fmt.Errorf("delete task %s/%s: %w", ns, ct.ID(), err))
+				}
+			}
+			if err := ct.Delete(nctx, ctrd.WithSnapshotCleanup); err != nil {
+				errs = append(errs, fmt.Errorf("delete container %s/%s: %w", ns, ct.ID(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killLeftovers kills the containers and shims whose bundles are still
+// under state (their daemon is gone), waits for them to end and removes
+// their shim sockets. It returns what it did.
+func killLeftovers(state string) []string {
+	var did []string
+	bundles, _ := filepath.Glob(filepath.Join(state, "io.containerd.runtime.v2.task", "*", "*"))
+	for _, b := range bundles {
+		id := filepath.Base(b)
+		var pids []int
+		if pid := readPid(filepath.Join(b, "init.pid")); pid > 0 && inCgroupOf(pid, id) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			pids = append(pids, pid)
+			did = append(did, fmt.Sprintf("killed container %s (pid %d) left by a daemon that is gone", id, pid))
+		}
+		if pid := readPid(filepath.Join(b, "shim.pid")); pid > 0 && cmdlineHas(pid, "containerd-shim") {
+			syscall.Kill(pid, syscall.SIGKILL)
+			pids = append(pids, pid)
+			did = append(did, fmt.Sprintf("killed the shim of %s (pid %d) left by a daemon that is gone", id, pid))
+		}
+		for _, pid := range pids {
+			waitGone(pid, 10*time.Second)
+		}
+		if a, err := os.ReadFile(filepath.Join(b, "address")); err == nil {
+			sock := strings.TrimPrefix(strings.TrimSpace(string(a)), "unix://")
+			if strings.HasPrefix(sock, "/run/containerd/s/") {
+				os.Remove(sock)
+			}
+		}
+	}
+	return did
+}
+
+func readPid(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func inCgroupOf(pid int, id string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return err == nil && strings.Contains(string(b), "/"+id)
+}
+
+func cmdlineHas(pid int, s string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), s)
+}
+
+// waitGone polls until pid no longer exists (or is a zombie of another
+// parent) or timeout passes.
+func waitGone(pid int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// unmountUnder detaches every mount point under dir, deepest first.
+func unmountUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroups removes the (empty) cgroup parent and the cgroups under
+// it from every hierarchy.
+func removeCgroups(parent string) {
+	roots := []string{"/sys/fs/cgroup"}
+	if ents, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
+		for _, e := range ents {
+			roots = append(roots, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
+	}
+	for _, root := range roots {
+		p := filepath.Join(root, parent)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		var dirs []string
+		filepath.WalkDir(p, func(path string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			os.Remove(dirs[i])
+		}
+	}
+}
