@@ -80,16 +80,18 @@ func buildImages(dir string) error {
 
 // env is one test's daemon and runtime.
 type env struct {
-	d  *containerdtest.Daemon
-	rt *containerd.Runtime
+	d   *containerdtest.Daemon
+	rt  *containerd.Runtime
+	cfg containerd.Config
 }
 
 // newRuntime starts a daemon for t, imports every test image and returns
 // a runtime on it (closed at cleanup, before the daemon's cleanup).
-func newRuntime(t *testing.T) env {
+func newRuntime(t testing.TB) env {
 	t.Helper()
 	d := containerdtest.Start(t)
-	rt := openRuntime(t, d, d.RuntimeConfig(t))
+	cfg := d.RuntimeConfig(t)
+	rt := openRuntime(t, d, cfg)
 	ctx := context.Background()
 	for name, b := range archives {
 		names, err := rt.Import(ctx, bytes.NewReader(b))
@@ -97,11 +99,11 @@ func newRuntime(t *testing.T) env {
 			t.Fatalf("Import %s = %v, %v", name, names, err)
 		}
 	}
-	return env{d, rt}
+	return env{d, rt, cfg}
 }
 
 // openRuntime returns a runtime with cfg, closed at cleanup.
-func openRuntime(t *testing.T, d *containerdtest.Daemon, cfg containerd.Config) *containerd.Runtime {
+func openRuntime(t testing.TB, d *containerdtest.Daemon, cfg containerd.Config) *containerd.Runtime {
 	t.Helper()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
@@ -115,7 +117,7 @@ func openRuntime(t *testing.T, d *containerdtest.Daemon, cfg containerd.Config) 
 	return rt
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -137,7 +139,7 @@ func eventually(t *testing.T, timeout time.Duration, f func() error) {
 	}
 }
 
-func readLog(t *testing.T, path string) string {
+func readLog(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -146,4 +148,4 @@ func readLog(t *testing.T, path string) string {
 	return string(b)
 }
 
-func logPath(t *testing.T) string { return filepath.Join(t.TempDir(), "main", "0.log") }
+func logPath(t testing.TB) string { return filepath.Join(t.TempDir(), "main", "0.log") }

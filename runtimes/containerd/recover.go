@@ -70,7 +70,10 @@ func (r *Runtime) adopt(ctx context.Context, c ctrd.Container) (runtimes.TaskSta
 	if err != nil {
 		return runtimes.TaskStatus{}, false, fmt.Errorf("open log of task %s: %w", spec.ID, err)
 	}
-	tk, err := c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, logf.Writer(logfile.Stdout), logf.Writer(logfile.Stderr))))
+	// The status first, without the FIFOs: a task that exited while no
+	// runtime read them has nobody writing to them any more (and what
+	// they held is gone), so reading them would wait for ever.
+	tk, err := c.Task(ctx, nil)
 	if errdefs.IsNotFound(err) {
 		logf.Close()
 		r.log.Info("remove a container whose start was cut short", "task", spec.ID, "container", c.ID())
@@ -85,18 +88,26 @@ func (r *Runtime) adopt(ctx context.Context, c ctrd.Container) (runtimes.TaskSta
 		logf.Close()
 		return runtimes.TaskStatus{}, false, fmt.Errorf("task status: %w", err)
 	}
-	if status.Status == ctrd.Created {
+	switch status.Status {
+	case ctrd.Created:
 		logf.Close()
 		r.log.Info("remove a task whose start was cut short", "task", spec.ID, "container", c.ID())
-		_ = tk.Kill(ctx, syscall.SIGKILL)
-		return runtimes.TaskStatus{}, false, r.remove(ctx, c, tk)
+		return runtimes.TaskStatus{}, false, r.remove(ctx, c, tk, ctrd.WithProcessKill)
+	case ctrd.Running, ctrd.Paused, ctrd.Pausing:
+		// Should it exit between the two calls, watch stops waiting for
+		// its output after ioDrainTimeout.
+		tk, err = c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, logf.Writer(logfile.Stdout), logf.Writer(logfile.Stderr))))
+		if err != nil {
+			logf.Close()
+			return runtimes.TaskStatus{}, false, fmt.Errorf("attach to the output of task: %w", err)
+		}
 	}
 	stopSignal, err := ctrd.GetStopSignal(ctx, c, syscall.SIGTERM)
 	if err != nil {
 		stopSignal = syscall.SIGTERM
 	}
 	var fwd *forwarder
-	if status.Status == ctrd.Running || status.Status == ctrd.Paused {
+	if status.Status != ctrd.Stopped && status.Status != ctrd.Unknown {
 		if fwd, err = relisten(bindings); err != nil {
 			r.log.Warn("recover ports", "task", spec.ID, "err", err)
 		}

@@ -304,9 +304,9 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 
 // remove deletes tk (may be nil) and c with its snapshot; what is
 // already gone is not an error.
-func (r *Runtime) remove(ctx context.Context, c ctrd.Container, tk ctrd.Task) error {
+func (r *Runtime) remove(ctx context.Context, c ctrd.Container, tk ctrd.Task, opts ...ctrd.ProcessDeleteOpts) error {
 	if tk != nil {
-		if _, err := tk.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+		if _, err := tk.Delete(ctx, opts...); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("delete containerd task %s: %w", c.ID(), err)
 		}
 	}
@@ -321,6 +321,9 @@ func (r *Runtime) remove(ctx context.Context, c ctrd.Container, tk ctrd.Task) er
 // connection to the daemon. Tasks keep running: a Runtime started later
 // adopts them with Recover.
 func (r *Runtime) Close(ctx context.Context) error {
+	if r.ctx.Err() != nil {
+		return nil // closed already
+	}
 	r.cancel()
 	r.mu.Lock()
 	tasks := make([]*task, 0, len(r.tasks))

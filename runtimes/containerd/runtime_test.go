@@ -19,7 +19,7 @@ import (
 
 var seq int
 
-func spec(t *testing.T, image string, env ...string) runtimes.TaskSpec {
+func spec(t testing.TB, image string, env ...string) runtimes.TaskSpec {
 	seq++
 	return runtimes.TaskSpec{
 		ID:           fmt.Sprintf("test-%d-%d", os.Getpid(), seq),
