@@ -20,9 +20,9 @@ import (
 // Images of the tests, built once per test binary: OCI archives of static
 // Go binaries of the example workloads, imported into each test's daemon.
 const (
-	jobImage   = "docker.io/library/job:v1"      // examples/hello-wasm/job, ENTRYPOINT ["/job"]
-	helloImage = "docker.io/library/hello:v1"    // examples/hello-wasm serving :8080
-	cmdImage   = "docker.io/library/job-cmd:v1"  // the job with CMD, ENV and STOPSIGNAL SIGINT
+	jobImage   = "docker.io/library/job:v1"     // examples/hello-wasm/job, ENTRYPOINT ["/job"]
+	helloImage = "docker.io/library/hello:v1"   // examples/hello-wasm serving :8080
+	cmdImage   = "docker.io/library/job-cmd:v1" // the job with CMD, ENV and STOPSIGNAL SIGINT
 	missing    = "docker.io/library/no-such-image:v1"
 )
 
@@ -55,7 +55,7 @@ func buildImages(dir string) error {
 	}
 	for _, img := range []struct {
 		name, bin, path string
-		cfg          ocispec.ImageConfig
+		cfg             ocispec.ImageConfig
 	}{
 		{jobImage, job, "/job", ocispec.ImageConfig{Entrypoint: []string{"/job"}}},
 		{helloImage, hello, "/hello", ocispec.ImageConfig{Entrypoint: []string{"/hello"}, ExposedPorts: map[string]struct{}{"8080/tcp": {}}}},
