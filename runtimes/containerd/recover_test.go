@@ -160,7 +160,7 @@ func TestRecoverRemovesLeftovers(t *testing.T) {
 	}
 	c2, err := e.rt.Client().NewContainer(ctx, "created-only",
 		ctrd.WithContainerLabels(map[string]string{containerd.LabelTaskID: "created-only"}), ctrd.WithImage(img),
-		ctrd.WithNewSnapshot("created-only", img), ctrd.WithNewSpec(oci.WithImageConfig(img)))
+		ctrd.WithNewSnapshot("created-only", img), ctrd.WithNewSpec(oci.WithImageConfig(img), oci.WithCgroup(e.d.CgroupParent+"/created-only")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,13 +28,16 @@
 //
 // Processes: Command replaces the image's ENTRYPOINT and Args its CMD, as
 // in Kubernetes; Env is added to the image's environment (a name in both
-// takes the container's value), with HOSTNAME set to the pod name (the
-// container's hostname too). MemoryLimitBytes and CPULimitMillis become
-// the cgroup's memory limit (swap included, where the kernel accounts it)
-// and CFS quota (millicores × 100 µs per 100 ms period, as the kubelet's
-// milliCPUToQuota). Stop sends the image's STOPSIGNAL (default SIGTERM),
-// waits up to the grace period, then SIGKILL. A task that exits after the
-// kernel's OOM killer killed a process of its cgroup reports OOMKilled.
+// takes the container's value), with HOSTNAME set to the container's
+// hostname, the pod name (cut to 63 bytes as the kubelet does).
+// MemoryLimitBytes and CPULimitMillis become the cgroup's memory limit
+// (swap included, where the kernel accounts it) and CFS quota (millicores
+// × 100 µs per 100 ms period, as the kubelet's milliCPUToQuota); 0 leaves
+// either unbounded, as in Kubernetes. No CPU shares are set (TaskSpec has
+// no requests). Stop sends the image's STOPSIGNAL (default SIGTERM), waits
+// up to the grace period, then SIGKILL. A task that exits non-zero after
+// the kernel's OOM killer killed a process of its cgroup reports
+// OOMKilled.
 //
 // Logs: stdout and stderr reach the runtime through FIFOs under DataDir
 // (the shim keeps them open, so a task's output waits in them while the

@@ -311,3 +311,14 @@ func TestFailedStartCleansUp(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 }
+
+func TestLongPodNameHostname(t *testing.T) {
+	e := newRuntime(t)
+	s := spec(t, "job:v1", "PRINT_ENV=HOSTNAME")
+	s.PodName = strings.Repeat("a", 62) + "-b" + strings.Repeat("c", 100)
+	st, log := run(t, e.rt, s)
+	want := strings.Repeat("a", 62)
+	if st.ExitCode != 0 || !strings.Contains(log, "hostname="+want+"\n") || !strings.Contains(log, "HOSTNAME="+want+"\n") {
+		t.Errorf("status %+v, log %q; want hostname %s", st, log, want)
+	}
+}

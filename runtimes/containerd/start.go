@@ -182,7 +182,7 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 func (r *Runtime) specOpts(cid string, spec runtimes.TaskSpec, ic ocispec.ImageConfig) []oci.SpecOpts {
 	opts := []oci.SpecOpts{
 		withImageConfig(ic, spec),
-		oci.WithHostname(spec.PodName),
+		oci.WithHostname(hostname(spec.PodName)),
 		oci.WithCgroup(r.cgroupsPath(cid)),
 	}
 	if l := spec.MemoryLimitBytes; l > 0 {
@@ -225,13 +225,24 @@ func argv(ic ocispec.ImageConfig, command, args []string) []string {
 	return out
 }
 
+// hostname is the container's hostname for a pod: its name cut to 63
+// bytes without a trailing '-' or '.', as the kubelet's
+// GeneratePodHostNameAndDomain does (a pod name may be 253 long, a
+// hostname 64 at most).
+func hostname(pod string) string {
+	if len(pod) > 63 {
+		pod = strings.TrimRight(pod[:63], "-.")
+	}
+	return pod
+}
+
 // defaultPath is the PATH of a process whose image sets none
 // (containerd's and Docker's default).
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // env returns the image's environment overlaid with the container's (a
-// name in both takes the container's value) and HOSTNAME, the pod name,
-// unless the container sets it.
+// name in both takes the container's value) and HOSTNAME, the
+// container's hostname, unless the container sets it.
 func env(ic ocispec.ImageConfig, spec runtimes.TaskSpec) []string {
 	base := ic.Env
 	if len(base) == 0 {
@@ -251,7 +262,7 @@ func env(ic ocispec.ImageConfig, spec runtimes.TaskSpec) []string {
 	for _, kv := range base {
 		set(kv)
 	}
-	set("HOSTNAME=" + spec.PodName)
+	set("HOSTNAME=" + hostname(spec.PodName))
 	for _, kv := range spec.Env {
 		set(kv)
 	}
