@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	ctrd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/errdefs"
@@ -113,6 +115,9 @@ func (r *Runtime) adopt(ctx context.Context, c ctrd.Container) (runtimes.TaskSta
 		}
 	}
 	t := newTask(spec, c, tk, logf, fwd, stopSignal, cgroupsPathOf(info))
+	if tk.IO() == nil {
+		t.fifoDir = r.fifoDirOf(ctx, c.ID())
+	}
 	started := info.CreatedAt
 	if s, err := time.Parse(time.RFC3339Nano, info.Labels[LabelStartedAt]); err == nil {
 		started = s
@@ -136,6 +141,21 @@ func (r *Runtime) adopt(ctx context.Context, c ctrd.Container) (runtimes.TaskSta
 	r.mu.Unlock()
 	r.log.Info("task recovered", "task", spec.ID, "container", c.ID(), "status", status.Status, "pid", tk.Pid())
 	return t.snapshot(), true, nil
+}
+
+// fifoDirOf returns the directory of the FIFOs of container cid's task
+// when it is one of the runtime's (under DataDir/fifo), for Remove to
+// delete when no IO of the task's was attached (which would).
+func (r *Runtime) fifoDirOf(ctx context.Context, cid string) string {
+	resp, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: cid})
+	if err != nil || resp.Process == nil || resp.Process.Stdout == "" {
+		return ""
+	}
+	dir := filepath.Dir(resp.Process.Stdout)
+	if filepath.Dir(dir) != filepath.Join(r.cfg.DataDir, "fifo") {
+		return ""
+	}
+	return dir
 }
 
 // finishUnknown ends a task whose shim is gone.

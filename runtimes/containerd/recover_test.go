@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,9 @@ func testRecover(t *testing.T, restart string) {
 	}
 	if err := get(url); err == nil {
 		t.Error("the port answers after Stop")
+	}
+	if left, _ := os.ReadDir(filepath.Join(e.cfg.DataDir, "fifo")); len(left) != 0 {
+		t.Errorf("FIFO directories left after Remove: %v", left)
 	}
 }
 

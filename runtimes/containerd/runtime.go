@@ -297,6 +297,9 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	if err := r.remove(withNamespace(ctx, r.cfg.Namespace), t.container, t.task); err != nil {
 		return fmt.Errorf("remove task %s: %w", id, err)
 	}
+	if t.fifoDir != "" {
+		_ = os.RemoveAll(t.fifoDir)
+	}
 	r.mu.Lock()
 	if r.tasks[id] == t {
 		delete(r.tasks, id)

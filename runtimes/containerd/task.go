@@ -32,6 +32,7 @@ type task struct {
 	ports      *forwarder
 	stopSignal syscall.Signal
 	cgroup     string        // the cgroups path of the OCI spec
+	fifoDir    string        // of a task adopted without its IO (Remove deletes it), else ""
 	done       chan struct{} // closed once the task exited and status is final
 
 	mu sync.Mutex
