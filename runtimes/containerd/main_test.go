@@ -123,22 +123,6 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls f every 20ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func readLog(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)

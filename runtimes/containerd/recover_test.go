@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/oci"
 
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/runtimes"
 	"github.com/orca-edge/orca/runtimes/containerd"
 	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
@@ -53,7 +54,7 @@ func testRecover(t *testing.T, restart string) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", st.Ports[0].HostPort)
-	eventually(t, 30*time.Second, func() error { return get(url) })
+	storetest.Eventually(t, 30*time.Second, func() error { return get(url) })
 	sleeper := spec(t, "job:v1", "SLEEP_SECONDS=3600")
 	if _, err := rt1.Start(ctx, sleeper); err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func testRecover(t *testing.T, restart string) {
 	}
 	// The quick one exits while no runtime follows it.
 	probe := openRuntime(t, e.d, e.d.RuntimeConfig(t))
-	eventually(t, 30*time.Second, func() error {
+	storetest.Eventually(t, 30*time.Second, func() error {
 		c, err := probe.Client().LoadContainer(ctx, quick.ID)
 		if err != nil {
 			return err
@@ -120,13 +121,13 @@ func testRecover(t *testing.T, restart string) {
 	if again, err := rt2.Recover(ctx); err != nil || len(again) != 0 {
 		t.Errorf("second Recover = %v, %v; want none", again, err)
 	}
-	eventually(t, 30*time.Second, func() error { return get(url) })
+	storetest.Eventually(t, 30*time.Second, func() error { return get(url) })
 	// Output written after the restart reaches the log.
 	before := strings.Count(readLog(t, web.LogPath), "GET / from")
 	if err := get(url + "after"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	storetest.Eventually(t, 30*time.Second, func() error {
 		if n := strings.Count(readLog(t, web.LogPath), "GET /after from"); n != 1 {
 			return fmt.Errorf("%d access lines for /after (and %d for /) in %q", n, before, readLog(t, web.LogPath))
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containerd/containerd/errdefs"
 
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/runtimes"
 	"github.com/orca-edge/orca/runtimes/containerd"
 	"github.com/orca-edge/orca/runtimes/logfile"
@@ -196,7 +197,7 @@ func TestStopSignal(t *testing.T) {
 			if _, err := e.rt.Start(ctx, s); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 30*time.Second, func() error {
+			storetest.Eventually(t, 30*time.Second, func() error {
 				if !strings.Contains(readLog(t, s.LogPath), "sleeping") {
 					return errors.New("not sleeping yet")
 				}

@@ -39,10 +39,10 @@ type Daemon struct {
 	CgroupParent string
 }
 
-// Skip skips t unless it runs as root with containerd and runc installed.
+// Require skips t unless it runs as root with containerd and runc installed.
 // Under CI (CI set in the environment, as .ci/run runs), which installs
 // them, their absence fails t instead.
-func Skip(t testing.TB) {
+func Require(t testing.TB) {
 	t.Helper()
 	skip := t.Skipf
 	if os.Getenv("CI") != "" {
@@ -68,7 +68,7 @@ func Skip(t testing.TB) {
 // cgroups under CgroupParent.
 func Start(t testing.TB) *Daemon {
 	t.Helper()
-	Skip(t)
+	Require(t)
 	dir := t.TempDir()
 	if len(filepath.Join(dir, "containerd.sock")) > 90 {
 		short, err := os.MkdirTemp("", "ctrd")
