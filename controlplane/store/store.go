@@ -123,8 +123,11 @@ func (s *Store) Close() { s.resetCaches() }
 // delivers a message only while the stream still holds it. With one
 // revision per key, a key written twice in quick succession lost its
 // first revision before the consumer read it, and watchers missed that
-// MODIFIED event; eight leave the consumer that many writes of the same
-// key to catch up. The cost is disk: up to eight revisions per key.
+// MODIFIED event. Eight leave the consumer that many writes of one key to
+// catch up; a consumer further behind than that (under heavy load, a key
+// written dozens of times in a burst) still skips the older revisions of
+// that key, and always gets its latest. The cost is disk: up to eight
+// revisions per live key.
 const bucketHistory = 8
 
 // bucket returns the KV bucket of r, creating it when missing.

@@ -430,9 +430,10 @@ func TestCreateRefusesNamesNothingCouldAddress(t *testing.T) {
 	}
 }
 
-// TestWatchSeesEveryRevision: a key written many times in quick succession
-// shows every revision to a watcher (with one revision kept per key,
-// JetStream dropped superseded ones before the watch cache read them).
+// TestWatchSeesEveryRevision: a key written several times in quick
+// succession, within the revisions a bucket keeps per key (8: a create and
+// 7 updates), shows every revision to a watcher; with one revision kept,
+// JetStream dropped superseded ones before the watch cache read them.
 func TestWatchSeesEveryRevision(t *testing.T) {
 	s := storetest.NewStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -445,7 +446,7 @@ func TestWatchSeesEveryRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const updates = 200
+	const updates = 7
 	for i := range updates {
 		cm := obj.(*corev1.ConfigMap)
 		cm.Data = map[string]string{"i": fmt.Sprint(i)}
