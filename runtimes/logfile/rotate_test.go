@@ -146,34 +146,41 @@ func TestReaderFollowsRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// The writer holds a credit per line in flight and stays within 150
+	// lines (about 2 files) of the reader: this test is about following,
+	// not about falling behind. It signals written after each line, which
+	// the reader waits for at the end of the log.
 	var read atomic.Int64
+	credits := make(chan struct{}, 150)
+	written := make(chan struct{}, 1)
 	werr := make(chan error, 1)
 	go func() {
 		w := f.Writer(Stdout)
 		for i := 1; i <= n; i++ {
-			// Stay within ~2 files of the reader: this test is about
-			// following, not about falling behind.
-			for int64(i)-read.Load() > 150 {
-				time.Sleep(time.Millisecond)
-			}
+			credits <- struct{}{}
 			if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil {
 				werr <- err
 				return
+			}
+			select {
+			case written <- struct{}{}:
+			default:
 			}
 		}
 		werr <- nil
 	}()
 	br := bufio.NewReader(r)
-	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(10 * time.Second)
 	var pending []byte
 	for read.Load() < n {
 		b, err := br.ReadSlice('\n')
 		pending = append(pending, b...)
 		if errors.Is(err, io.EOF) {
-			if time.Now().After(deadline) {
+			select {
+			case <-written:
+			case <-timeout:
 				t.Fatalf("read %d of %d lines", read.Load(), n)
 			}
-			time.Sleep(time.Millisecond) // poll for more
 			continue
 		}
 		if err != nil {
@@ -185,6 +192,7 @@ func TestReaderFollowsRotation(t *testing.T) {
 			t.Fatalf("got %q (%v), want %q", rec.Content, perr, want)
 		}
 		read.Add(1)
+		<-credits
 	}
 	if err := <-werr; err != nil {
 		t.Fatal(err)
