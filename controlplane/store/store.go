@@ -127,7 +127,8 @@ func (s *Store) Close() { s.resetCaches() }
 // catch up; a consumer further behind than that (under heavy load, a key
 // written dozens of times in a burst) still skips the older revisions of
 // that key, and always gets its latest. The cost is disk: up to eight
-// revisions per live key.
+// revisions per live key; a deleted key's are purged deletedPurgeDelay
+// after its deletion (see watchCache.apply).
 const bucketHistory = 8
 
 // bucket returns the KV bucket of r, creating it when missing.
@@ -347,7 +348,7 @@ func (s *Store) DeleteKey(ctx context.Context, r Resource, key string) error {
 	if checkKey("delete "+r.Kind, key) != nil {
 		return nil // nothing can be stored under that key
 	}
-	err = kv.Purge(ctx, key) // a purge drops the key's older revisions too (bucketHistory)
+	err = kv.Delete(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -382,9 +383,10 @@ func (s *Store) Delete(ctx context.Context, r Resource, namespace, name, resourc
 			return nil, apierrors.NewConflict(r.GroupResource(), name,
 				fmt.Errorf("precondition failed: resourceVersion %d, stored %d", want, e.Revision()))
 		}
-		// Purge, not Delete: a deleted key keeps no older revisions
-		// (bucketHistory), only its marker.
-		err = kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
+		// A delete marker, not a purge: the key's older revisions stay
+		// until watchers have read them; the watch cache purges them
+		// later (deletedPurgeDelay).
+		err = kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 		if err == nil {
 			return Decode(r, e.Value(), e.Revision())
 		}

@@ -51,6 +51,7 @@ type watchCache struct {
 
 	ready  chan struct{} // closed once the initial snapshot is loaded
 	done   chan struct{} // closed when the NATS watcher ended
+	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu       sync.Mutex // guards everything below
@@ -74,7 +75,7 @@ func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity, b
 
 func (c *watchCache) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	c.ctx, c.cancel = ctx, cancel
 	var floor uint64
 	if c.filter == "" {
 		var err error
@@ -160,6 +161,9 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 			gone.SetResourceVersion(fmt.Sprint(rev))
 		}
 		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev, size: size}
+		if c.filter == "" && e.Operation() == jetstream.KeyValueDelete {
+			c.purgeLater(key, rev)
+		}
 	}
 	c.rev = max(c.rev, rev)
 	if record && ev.Object != nil {
@@ -181,6 +185,26 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 		}
 	}
 	c.notifyLocked()
+}
+
+// deletedPurgeDelay is how long a deleted key's older revisions and its
+// delete marker stay in the bucket, so that every watcher (a consumer
+// reads only what the stream still holds) has read them: 2 minutes.
+const deletedPurgeDelay = 2 * time.Minute
+
+// purgeLater purges key, deleted at revision rev, after deletedPurgeDelay,
+// unless it was written again since (the purge is conditional on rev).
+// Several processes may try; one succeeds, the others find the revision
+// moved.
+func (c *watchCache) purgeLater(key string, rev uint64) {
+	time.AfterFunc(deletedPurgeDelay, func() {
+		if c.ctx.Err() != nil {
+			return
+		}
+		if err := c.kv.Purge(c.ctx, key, jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) && c.ctx.Err() == nil {
+			slog.Debug("watch cache: purge of a deleted key", "bucket", c.r.Bucket(), "key", key, "err", err)
+		}
+	})
 }
 
 // notifyLocked wakes waitFresh callers. c.mu must be held.
