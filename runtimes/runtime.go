@@ -11,6 +11,8 @@ package runtimes
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"time"
 )
 
@@ -66,6 +68,72 @@ type TaskSpec struct {
 	LogPath string
 	// Annotations of the pod, for runtime-specific options.
 	Annotations map[string]string
+
+	// WorkingDir overrides the image's working directory ("" = the image's).
+	WorkingDir string
+	// CPURequestMillis is the container's CPU request in millicores; the
+	// containerd runtime turns it into cgroup CPU shares as the kubelet's
+	// MilliCPUToShares (0: the minimum, 2 shares).
+	CPURequestMillis int64
+	// PullPolicy is the container's imagePullPolicy: "Always",
+	// "IfNotPresent" or "Never" ("" = IfNotPresent).
+	PullPolicy string
+	// RegistryAuth holds the credentials of the pod's imagePullSecrets
+	// (kubernetes.io/dockerconfigjson), tried for a registry in order.
+	RegistryAuth []RegistryAuth
+	// Mounts are the container's volume mounts, resolved by the agent to
+	// paths on the node (subPath applied).
+	Mounts []Mount
+	// Security is the container's effective security context (the pod's
+	// merged with the container's); nil runs with the runtime's defaults.
+	Security *SecurityContext
+	// NetNSPath is the network namespace the task joins (the pod's, set up
+	// by the agent's pod network); "" lets the runtime give the task one
+	// of its own. Ignored with HostNetwork.
+	NetNSPath string
+	// HostNetwork runs the task in the node's network namespace.
+	HostNetwork bool
+	// PodIP is the pod's IP in NetNSPath ("" when it has none); runtimes
+	// reach the task's ports there.
+	PodIP string
+	// Stdin keeps the task's stdin open for attach; StdinOnce closes it
+	// after the first attach ends; TTY allocates a terminal (the
+	// container's stdin, stdinOnce and tty).
+	Stdin, StdinOnce, TTY bool
+}
+
+// RegistryAuth is one registry credential, as a .dockerconfigjson entry.
+type RegistryAuth struct {
+	// Server is the registry host ("registry.example.com:5000"), as the
+	// entry's key names it (a scheme and path are ignored).
+	Server string
+	// Username and Password, or IdentityToken.
+	Username, Password, IdentityToken string
+}
+
+// Mount is one volume mount of a task.
+type Mount struct {
+	// HostPath is the file or directory on the node.
+	HostPath string
+	// ContainerPath is the absolute path inside the container.
+	ContainerPath string
+	// ReadOnly mounts it read-only.
+	ReadOnly bool
+}
+
+// SecurityContext is the part of a Kubernetes SecurityContext a runtime
+// applies. Nil pointers mean "the image's or the runtime's default".
+type SecurityContext struct {
+	RunAsUser, RunAsGroup  *int64
+	SupplementalGroups     []int64
+	RunAsNonRoot           bool
+	ReadOnlyRootFilesystem bool
+	Privileged             bool
+	// AllowPrivilegeEscalation false sets no_new_privs.
+	AllowPrivilegeEscalation *bool
+	// CapAdd and CapDrop are capability names without "CAP_" ("NET_ADMIN",
+	// "ALL"), applied to the runtime's default set, as the CRI does.
+	CapAdd, CapDrop []string
 }
 
 // State is a task's state.
@@ -114,4 +182,55 @@ type Runtime interface {
 	Recover(ctx context.Context) ([]TaskStatus, error)
 	// Close releases the runtime; running tasks are stopped by the caller first.
 	Close(ctx context.Context) error
+}
+
+// TerminalSize is a terminal's size in characters.
+type TerminalSize struct{ Width, Height uint16 }
+
+// ExecOptions describe a process run inside a running task.
+type ExecOptions struct {
+	// Command is the argv; required.
+	Command []string
+	// Stdin, when not nil, feeds the process's stdin (EOF closes it).
+	Stdin io.Reader
+	// Stdout and Stderr receive the output; nil discards it. With TTY,
+	// everything goes to Stdout.
+	Stdout, Stderr io.Writer
+	// TTY allocates a terminal; Resize delivers its size changes.
+	TTY    bool
+	Resize <-chan TerminalSize
+}
+
+// Execer is an optional ability of a Runtime: running a process in a
+// running task (kubectl exec, cp, exec probes and hooks).
+type Execer interface {
+	// Exec runs opts.Command in task id and returns its exit code once it
+	// exited and its output was copied. It returns ErrNotFound for an
+	// unknown task, and an error when the process cannot start; ending
+	// ctx kills the process.
+	Exec(ctx context.Context, id string, opts ExecOptions) (exitCode int32, err error)
+}
+
+// AttachOptions describe an attach to a task's own stdio.
+type AttachOptions struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	TTY            bool
+	Resize         <-chan TerminalSize
+}
+
+// Attacher is an optional ability of a Runtime: attaching to a running
+// task's stdio (kubectl attach, kubectl run -it).
+type Attacher interface {
+	// Attach copies the task's output to the writers (and opts.Stdin to
+	// the task, when it was started with Stdin) until the task exits or
+	// ctx ends.
+	Attach(ctx context.Context, id string, opts AttachOptions) error
+}
+
+// PortDialer is an optional ability of a Runtime: a connection to a port
+// the task serves, wherever it serves it (kubectl port-forward).
+type PortDialer interface {
+	// DialPort connects to TCP port of task id.
+	DialPort(ctx context.Context, id string, port int32) (net.Conn, error)
 }
