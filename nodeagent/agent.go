@@ -57,6 +57,12 @@ type Config struct {
 	ContainerLogMaxFiles int
 	// Runtimes, by their Handler() ("wasm", "runc"). At least one.
 	Runtimes []runtimes.Runtime
+	// MissingRuntimes names the handlers this node could not start, with
+	// why ("runc": "containerd is not installed ..."). The node does not
+	// advertise them (pods of those handlers are not scheduled here), its
+	// Node reports condition ContainerRuntimeUnhealthy=True with the
+	// reasons, and a Warning Event says so once at start.
+	MissingRuntimes map[string]string
 	// Capacity of the node; missing entries default to runtime.NumCPU cpus,
 	// MemTotal of /proc/meminfo and 110 pods.
 	Capacity corev1.ResourceList
@@ -96,6 +102,11 @@ type Agent struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
+
+	healthMu sync.Mutex
+	// unhealthy holds what failed the last runtime health check, by
+	// handler; healthMu must be held.
+	unhealthy map[string]string
 }
 
 // New validates cfg, applies defaults and returns an Agent. It fails when
@@ -178,6 +189,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: node %s: data dir: %w", a.cfg.NodeName, err)
 	}
+	a.checkRuntimes(ctx)
 	if err := a.registerNode(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the node could register
@@ -192,6 +204,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f() }()
 	}
 	goRun(func() { a.recorder.Run(ctx) })
+	a.reportMissingRuntimes(ctx)
 	goRun(func() { a.leaseLoop(ctx) })
 	goRun(func() { a.nodeStatusLoop(ctx) })
 	if a.proxy != nil {

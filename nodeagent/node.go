@@ -113,6 +113,7 @@ func (a *Agent) setNodeStatus(n *corev1.Node, now metav1.Time) {
 	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "orca agent has sufficient memory available"}, now)
 	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "orca agent has no disk pressure"}, now)
 	setNodeCondition(n, corev1.NodeCondition{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "orca agent has sufficient PID available"}, now)
+	setNodeCondition(n, a.runtimeCondition(), now)
 }
 
 // setNodeCondition sets c with heartbeat now, keeping lastTransitionTime
@@ -209,7 +210,7 @@ func (a *Agent) nodeStatusLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !a.nodeStatusStale(ctx) {
+		if !a.checkRuntimes(ctx) && !a.nodeStatusStale(ctx) {
 			continue
 		}
 		if err := a.syncNode(ctx, false); err != nil && ctx.Err() == nil {

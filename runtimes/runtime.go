@@ -234,3 +234,12 @@ type PortDialer interface {
 	// DialPort connects to TCP port of task id.
 	DialPort(ctx context.Context, id string, port int32) (net.Conn, error)
 }
+
+// HealthChecker is an optional ability of a Runtime: whether it can run
+// tasks now (the containerd runtime asks its daemon for its version). The
+// node agent reports failures in the Node's ContainerRuntimeUnhealthy
+// condition.
+type HealthChecker interface {
+	// Check returns nil when the runtime is healthy, else why not.
+	Check(ctx context.Context) error
+}

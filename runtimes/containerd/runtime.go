@@ -185,6 +185,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		tasks: map[string]*task{}, starting: map[string]bool{}}, nil
 }
 
+// Check asks the daemon for its version, within 5 s (runtimes.HealthChecker).
+func (r *Runtime) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.client.Version(ctx); err != nil {
+		return fmt.Errorf("containerd at %s does not answer: %w", r.cfg.Address, err)
+	}
+	return nil
+}
+
 // Handler returns "runc".
 func (r *Runtime) Handler() string { return nodeapi.HandlerContainerd }
 

@@ -5,10 +5,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -19,9 +22,11 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent"
 	"github.com/orca-edge/orca/runtimes"
+	containerdruntime "github.com/orca-edge/orca/runtimes/containerd"
 	"github.com/orca-edge/orca/runtimes/logfile"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
@@ -39,6 +44,9 @@ type options struct {
 	logLevel     string
 	logMaxSize   string
 	logMaxFiles  int
+
+	containerd        bool
+	containerdAddress string
 }
 
 func main() {
@@ -64,6 +72,8 @@ func main() {
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logMaxSize, "container-log-max-size", "10Mi", "size (a quantity: 10Mi, 500Ki) at which a container's log file is rotated, as the kubelet's; negative: never")
 	f.IntVar(&o.logMaxFiles, "container-log-max-files", logfile.DefaultMaxFiles, "most log files (current and rotated) kept per container; at least 2")
+	f.BoolVar(&o.containerd, "containerd", true, "run container pods (RuntimeClass runc) on containerd; false: WASM pods only")
+	f.StringVar(&o.containerdAddress, "containerd-address", "", "socket of an existing containerd to use (e.g. /run/containerd/containerd.sock); default: start and supervise a private containerd under --data-dir/containerd when the containerd binary is on PATH")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -137,16 +147,29 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer wz.Close(context.Background())
+	rts := []runtimes.Runtime{wz}
+	missing := map[string]string{}
+	if o.containerd {
+		ctr, err := startContainerd(ctx, o)
+		if err != nil {
+			missing[nodeapi.HandlerContainerd] = err.Error()
+		} else {
+			defer ctr.Close(context.Background())
+			rts = append(rts, ctr)
+		}
+	} else {
+		missing[nodeapi.HandlerContainerd] = "turned off with --containerd=false"
+	}
 	agent, err := nodeagent.New(nodeagent.Config{
 		Store: st, NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
-		Runtimes: []runtimes.Runtime{wz}, Labels: labels, Proxy: o.proxy,
+		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat,
 	})
 	if err != nil {
 		return err
 	}
-	slog.Info("orca-agent starting", "nats", o.natsURL, "nodeIP", o.nodeIP, "dataDir", o.dataDir)
+	slog.Info("orca-agent starting", "runtimes", agentHandlers(rts), "nats", o.natsURL, "nodeIP", o.nodeIP, "dataDir", o.dataDir)
 	err = agent.Run(ctx)
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
@@ -156,4 +179,50 @@ func run(ctx context.Context, o options) error {
 	}
 	slog.Info("orca-agent stopped", "node", o.nodeName)
 	return err
+}
+
+// startContainerd returns the containerd runtime: on the daemon at
+// --containerd-address, or on a private daemon the agent starts and
+// supervises under <data-dir>/containerd. Its error says why container
+// pods cannot run on this node and what would enable them.
+func startContainerd(ctx context.Context, o options) (*containerdruntime.Runtime, error) {
+	addr := o.containerdAddress
+	if addr == "" {
+		if _, err := exec.LookPath("containerd"); err != nil {
+			return nil, errors.New("containerd is not installed (on Debian/Ubuntu: sudo apt-get install -y containerd runc), or use --containerd-address")
+		}
+		if os.Geteuid() != 0 {
+			return nil, errors.New("a private containerd needs root: run orca-agent as root, or point --containerd-address at a running containerd")
+		}
+		dir, err := filepath.Abs(filepath.Join(o.dataDir, "containerd"))
+		if err != nil {
+			return nil, err
+		}
+		cfg := containerdruntime.DaemonConfig{DataDir: dir}
+		if sock := filepath.Join(dir, "containerd.sock"); len(sock) > 100 {
+			// A Unix socket path holds at most ~100 usable bytes: keep
+			// the socket under /run instead, named after the data dir.
+			sum := sha256.Sum256([]byte(dir))
+			cfg.Address = filepath.Join("/run/orca", hex.EncodeToString(sum[:6]), "containerd.sock")
+		}
+		sup, err := containerdruntime.Supervise(ctx, cfg, slog.Default())
+		if err != nil {
+			return nil, err
+		}
+		addr = sup.Address()
+		slog.Info("containerd started", "address", addr, "dataDir", sup.DataDir())
+	}
+	rt, err := containerdruntime.New(ctx, containerdruntime.Config{Address: addr, DataDir: filepath.Join(o.dataDir, "runc")})
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+func agentHandlers(rts []runtimes.Runtime) []string {
+	var out []string
+	for _, r := range rts {
+		out = append(out, r.Handler())
+	}
+	return out
 }
