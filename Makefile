@@ -11,7 +11,7 @@ PKGS    := ./...
 
 all: build
 
-build: $(BIN)/orca-server $(BIN)/orca-agent $(BIN)/orca $(BIN)/hello.wasm
+build: $(BIN)/orca-server $(BIN)/orca-agent $(BIN)/orca $(BIN)/hello.wasm $(BIN)/hello-container.tar
 
 $(BIN)/orca-server: FORCE
 	$(GO) build -o $@ ./controlplane/cmd/orca-server
@@ -21,6 +21,12 @@ $(BIN)/orca: FORCE
 	$(GO) build -o $@ ./controlplane/cmd/orca
 $(BIN)/hello.wasm: FORCE
 	GOOS=wasip1 GOARCH=wasm $(GO) build -o $@ ./examples/hello-wasm
+# The container example: a static Linux binary in an OCI image archive,
+# built from source (no docker, no registry, no download).
+$(BIN)/hello-container.tar: FORCE
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o $(BIN)/hello-container ./examples/hello-container
+	$(GO) build -o $(BIN)/mkimage ./examples/hello-container/mkimage
+	$(BIN)/mkimage -name hello-container:v1 -port 80 -o $@ $(BIN)/hello-container
 FORCE:
 
 # Builds everything, starts orca-server (embedded NATS) and one orca-agent
