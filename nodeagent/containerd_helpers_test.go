@@ -1,0 +1,103 @@
+package nodeagent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/orca-edge/orca/runtimes/containerd"
+	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
+)
+
+// Images the agent's containerd tests run, built once per test binary from
+// the examples' Go sources (no registry).
+const (
+	// helloImage serves "hello from <pod>" on :80 and /healthz
+	// (examples/hello-container).
+	helloImage = "docker.io/library/hello-container:v1"
+	// jobImage is the conformance suite's job (examples/hello-wasm/job):
+	// its args choose exit codes, sleeps, memory use and signal handling.
+	jobImage = "docker.io/library/job:v1"
+)
+
+var (
+	imagesOnce sync.Once
+	imagesDir  string
+	imagesErr  error
+	imageFiles = map[string]string{}
+)
+
+// buildImages builds the test images into a directory shared by the
+// package's tests (removed by TestMain's process exit: it lives under the
+// first test's temporary directory's parent, os.TempDir).
+func buildImages(t testing.TB) map[string]string {
+	t.Helper()
+	imagesOnce.Do(func() {
+		if imagesDir, imagesErr = os.MkdirTemp("", "orca-agent-images-"); imagesErr != nil {
+			return
+		}
+		for name, pkg := range map[string]string{
+			helloImage: "github.com/orca-edge/orca/examples/hello-container",
+			jobImage:   containerdtest.JobPackage,
+		} {
+			var f string
+			if f, imagesErr = containerdtest.BuildGoImage(imagesDir, name, pkg, nil); imagesErr != nil {
+				return
+			}
+			imageFiles[name] = f
+		}
+	})
+	if imagesErr != nil {
+		t.Fatal(imagesErr)
+	}
+	return imageFiles
+}
+
+// containerdEnv is a private containerd for one test and the runtime
+// config that reaches it.
+type containerdEnv struct {
+	d   *containerdtest.Daemon
+	cfg containerd.Config
+}
+
+// startContainerd starts a private containerd for t (containerdtest.Start:
+// t fails under CI without containerd and skips elsewhere) with the test
+// images imported.
+func startContainerd(t *testing.T) *containerdEnv {
+	t.Helper()
+	containerdtest.Require(t)
+	files := buildImages(t)
+	ce := &containerdEnv{d: containerdtest.Start(t)}
+	ce.cfg = ce.d.RuntimeConfig(t)
+	rt := ce.runtime(t)
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rt.Import(context.Background(), r)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ce
+}
+
+// runtime opens a containerd runtime on the test's daemon, closed at
+// cleanup (which leaves its tasks running, as an agent that stops).
+// Runtimes opened one after the other share the FIFO directory, as an
+// agent restarted over the same data directory.
+func (ce *containerdEnv) runtime(t *testing.T) *containerd.Runtime {
+	t.Helper()
+	cfg := ce.cfg
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	rt, err := containerd.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	return rt
+}
