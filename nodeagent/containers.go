@@ -175,6 +175,10 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		st, err = w.rt.Start(ctx, spec)
 	}
 	if err != nil {
+		if errors.Is(err, runtimes.ErrImageNeverPull) {
+			failed("ErrImageNeverPull", err) // as the kubelet: no ImagePullBackOff, the pull is never tried
+			return
+		}
 		if errors.Is(err, runtimes.ErrImage) {
 			failed("ErrImagePull", fmt.Errorf("failed to pull image %q: %w", c.spec.Image, err))
 			return
@@ -205,10 +209,13 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 	w.startProbes(c)
 }
 
-// imageID is the image reference the runtime reports when it holds a
-// digest ("hello-wasm@sha256:..."); "" otherwise (TaskStatus has no
-// digest of its own).
+// imageID is the runtime's TaskStatus.ImageID, else the image reference
+// the task was started with when it holds a digest ("hello-wasm@sha256:
+// ..."); "" otherwise.
 func imageID(st runtimes.TaskStatus) string {
+	if st.ImageID != "" {
+		return st.ImageID
+	}
 	if strings.Contains(st.Spec.Image, "sha256:") {
 		return st.Spec.Image
 	}

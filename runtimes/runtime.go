@@ -11,6 +11,7 @@ package runtimes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -22,6 +23,11 @@ var ErrNotFound = errors.New("task not found")
 // ErrImage is wrapped by Start when the image/module cannot be fetched or
 // is invalid (the pod then shows ErrImagePull / InvalidImageName).
 var ErrImage = errors.New("image unavailable")
+
+// ErrImageNeverPull wraps ErrImage when the image is not on the node and
+// the pull policy is Never (the pod then shows ErrImageNeverPull, as with
+// the kubelet).
+var ErrImageNeverPull = fmt.Errorf("%w: not present and the pull policy is Never", ErrImage)
 
 // Port asks the runtime to expose one containerPort on the node.
 type Port struct {
@@ -155,6 +161,10 @@ type TaskStatus struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Ports      []PortBinding
+	// ImageID identifies the image the task runs by digest, as
+	// containerStatuses[].imageID ("docker.io/library/hello@sha256:...");
+	// "" when the runtime cannot tell.
+	ImageID string
 	// Spec is the spec the task was started with, as far as the runtime can
 	// tell after Recover (ID and pod identity at least).
 	Spec TaskSpec

@@ -13,6 +13,6 @@ func TestConformance(t *testing.T) {
 	}, runtimetest.Images{
 		Job:     "job:v1",
 		HTTP:    "hello:v1",
-		Missing: "no-such-image:v1",
+		Missing: "127.0.0.1:1/no-such-image:v1", // a loopback registry that is not there: tests reach no other host
 	})
 }

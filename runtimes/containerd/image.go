@@ -25,27 +25,6 @@ func NormalizeImage(ref string) (string, error) {
 	return named.String(), nil
 }
 
-// image returns the image ref names from the store of the namespace,
-// unpacked for the snapshotter. Errors wrap runtimes.ErrImage.
-func (r *Runtime) image(ctx context.Context, ref string) (ctrd.Image, error) {
-	name, err := NormalizeImage(ref)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, runtimes.ErrImage)
-	}
-	img, err := r.client.GetImage(ctx, name)
-	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("image %s is not in containerd's image store (namespace %s) and pulling from registries is not supported yet: import its OCI archive first: %w",
-			name, r.cfg.Namespace, runtimes.ErrImage)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up image %s: %v: %w", name, err, runtimes.ErrImage)
-	}
-	if err := r.unpack(ctx, img); err != nil {
-		return nil, err
-	}
-	return img, nil
-}
-
 func (r *Runtime) unpack(ctx context.Context, img ctrd.Image) error {
 	ok, err := img.IsUnpacked(ctx, r.cfg.Snapshotter)
 	if err == nil && ok {

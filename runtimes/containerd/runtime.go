@@ -19,12 +19,19 @@
 //	d, err := containerd.StartDaemon(ctx, containerd.DaemonConfig{DataDir: filepath.Join(dataDir, "containerd")})
 //	rt, err := containerd.New(ctx, containerd.Config{Address: d.Address(), DataDir: filepath.Join(dataDir, "runc")})
 //
-// Images: for now only images already in containerd's image store of the
-// namespace run; Import adds an OCI image layout archive (index.json,
-// oci-layout, blobs/) to it and unpacks it for the snapshotter. Pulling
-// from registries is not supported yet: Start fails with runtimes.ErrImage
-// for any other reference. References are normalized as Kubernetes does
-// ("job:v1" is "docker.io/library/job:v1").
+// Images: Start honours TaskSpec.PullPolicy as the kubelet does (Never:
+// only what containerd's image store of the namespace holds, else
+// runtimes.ErrImageNeverPull; IfNotPresent, the default: fetch what it
+// lacks; Always: fetch every time). A fetch imports the image from
+// Config.ImageSource (the cluster's NATS Object Store, `orca image push`)
+// when that holds the reference, else pulls it from its OCI registry with
+// containerd's docker resolver (HTTPS; plain HTTP for loopback and
+// Config.InsecureRegistries) and the TaskSpec.RegistryAuth credentials of
+// that host, and unpacks it for the snapshotter. Concurrent Starts of one
+// image share one fetch. Import adds an OCI image layout archive
+// (index.json, oci-layout, blobs/) directly. References are normalized as
+// Kubernetes does ("job:v1" is "docker.io/library/job:v1"). TaskStatus.
+// ImageID is the image's repository@digest.
 //
 // Processes: Command replaces the image's ENTRYPOINT and Args its CMD, as
 // in Kubernetes; Env is added to the image's environment (a name in both
@@ -67,6 +74,7 @@ import (
 
 	ctrd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/errdefs"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/runtimes"
@@ -117,6 +125,19 @@ type Config struct {
 	CgroupParent string
 	// DialTimeout bounds the connection to the daemon; default 10s.
 	DialTimeout time.Duration
+	// InsecureRegistries are registry hosts ("registry.lan:5000", as
+	// image references name them) pulled from over plain HTTP. Loopback
+	// registries (localhost, 127.0.0.0/8, ::1) always are; every other
+	// registry is reached over HTTPS with the system's roots.
+	InsecureRegistries []string
+	// ImageSource, when set, is the cluster's image store (`orca image
+	// push`): a reference containerd lacks that the source holds is
+	// imported from it by digest, with no registry; one it does not hold
+	// is pulled from its registry.
+	ImageSource ImageSource
+	// PullTimeout bounds one image fetch (a pull or an import); default
+	// 10 minutes.
+	PullTimeout time.Duration
 	// Logger, default slog.Default().
 	Logger *slog.Logger
 }
@@ -136,6 +157,9 @@ type Runtime struct {
 	tasks map[string]*task
 	// starting holds the IDs of Starts in flight; mu must be held.
 	starting map[string]bool
+
+	// pulls shares one fetch of an image among concurrent Starts.
+	pulls singleflight.Group
 }
 
 var _ runtimes.Runtime = (*Runtime)(nil)
@@ -163,6 +187,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.PullTimeout <= 0 {
+		cfg.PullTimeout = 10 * time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -70,7 +70,7 @@ func (r *Runtime) claim(id string) bool {
 }
 
 func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes.TaskStatus, err error) {
-	img, err := r.image(ctx, spec.Image)
+	img, err := r.image(ctx, spec)
 	if err != nil {
 		return runtimes.TaskStatus{}, err
 	}
@@ -153,6 +153,7 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 		return runtimes.TaskStatus{}, fmt.Errorf("create task of container %s: %w", cid, err)
 	}
 	t := newTask(spec, c, tk, logf, fwd, stopSignal, r.cgroupsPath(cid))
+	t.status.ImageID = imageID(img.Metadata())
 	// Wait before Start: an exit that comes at once is not missed.
 	exitCh, err := tk.Wait(r.ctx)
 	if err != nil {
