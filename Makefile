@@ -64,6 +64,7 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./controlplane/store/ ./wasm/... ./nodeagent/proxy/
+	$(GO) test -run '^$$' -bench PodStart -benchtime 1x ./nodeagent/
 
 vet:
 	$(GO) vet $(PKGS)

@@ -65,7 +65,7 @@ type containerdEnv struct {
 // startContainerd starts a private containerd for t (containerdtest.Start:
 // t fails under CI without containerd and skips elsewhere) with the test
 // images imported.
-func startContainerd(t *testing.T) *containerdEnv {
+func startContainerd(t testing.TB) *containerdEnv {
 	t.Helper()
 	containerdtest.Require(t)
 	files := buildImages(t)
@@ -90,7 +90,7 @@ func startContainerd(t *testing.T) *containerdEnv {
 // cleanup (which leaves its tasks running, as an agent that stops).
 // Runtimes opened one after the other share the FIFO directory, as an
 // agent restarted over the same data directory.
-func (ce *containerdEnv) runtime(t *testing.T) *containerd.Runtime {
+func (ce *containerdEnv) runtime(t testing.TB) *containerd.Runtime {
 	t.Helper()
 	cfg := ce.cfg
 	cfg.Logger = slog.New(slog.DiscardHandler)

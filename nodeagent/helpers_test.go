@@ -22,14 +22,14 @@ import (
 )
 
 type env struct {
-	t  *testing.T
+	t  testing.TB
 	s  *store.Store
 	nc *nats.Conn
 }
 
 // newEnv starts an embedded NATS server, a store and a NodePods mirror
 // (standing in for the control plane's nodepods controller).
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ns := storetest.StartNATS(t)
 	nc, s := storetest.Connect(t, ns.ClientURL())
