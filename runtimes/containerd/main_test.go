@@ -24,6 +24,9 @@ const (
 	helloImage = "docker.io/library/hello:v1"   // examples/hello-wasm serving :8080
 	cmdImage   = "docker.io/library/job-cmd:v1" // the job with CMD, ENV and STOPSIGNAL SIGINT
 	missing    = "docker.io/library/no-such-image:v1"
+	// toolboxImage has containerdtest's toolbox as /bin/sh, /bin/cat, ...
+	// (PATH=/bin, workdir /work, ENTRYPOINT ["sleep", "3600"]).
+	toolboxImage = "docker.io/library/toolbox:v1"
 )
 
 var archives = map[string][]byte{}
@@ -53,6 +56,21 @@ func buildImages(dir string) error {
 	if err != nil {
 		return err
 	}
+	toolbox, err := containerdtest.BuildGoBinary(dir, containerdtest.ToolboxPackage)
+	if err != nil {
+		return err
+	}
+	tb, err := os.ReadFile(toolbox)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := containerdtest.WriteImage(&buf, toolboxImage, ocispec.ImageConfig{
+		Entrypoint: []string{"/bin/sleep", "3600"}, Env: []string{"PATH=/bin", "FROM_IMAGE=yes"}, WorkingDir: "/work",
+	}, append(containerdtest.ToolboxFiles(tb), containerdtest.File{Path: "/work/hello.txt", Mode: 0o644, Data: []byte("hello\n")})...); err != nil {
+		return err
+	}
+	archives[toolboxImage] = buf.Bytes()
 	for _, img := range []struct {
 		name, bin, path string
 		cfg             ocispec.ImageConfig

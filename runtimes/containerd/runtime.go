@@ -55,7 +55,12 @@
 // Ports: each Port is a listener on the node (HostIP:HostPort, HostPort 0
 // picks a free one) whose connections the runtime forwards to
 // 127.0.0.1:ContainerPort inside the container's network namespace (TCP
-// only, for now). The container has its own network namespace with only a
+// only, for now).
+//
+// Exec (runtimes.Execer: kubectl exec and cp, exec probes and hooks) runs
+// a process in a running task with the container's process settings;
+// DialPort (runtimes.PortDialer: kubectl port-forward) connects to a port
+// of the task's network namespace. See exec.go. The container has its own network namespace with only a
 // loopback interface until orca has a pod network.
 package containerd
 

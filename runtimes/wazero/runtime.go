@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -360,4 +362,48 @@ func (r *Runtime) Close(ctx context.Context) error {
 		t.log.Close()
 	}
 	return r.engine.Close(ctx)
+}
+
+var _ runtimes.PortDialer = (*Runtime)(nil)
+
+// DialPort connects to containerPort port of task id (kubectl
+// port-forward): an HTTP-model task serves each containerPort on its node
+// binding, so this dials that binding (0.0.0.0 as 127.0.0.1). The dial
+// times out after 10 seconds. Errors: runtimes.ErrNotFound for an unknown
+// task; an error for a task that has exited and for a port the task does
+// not serve (a command-model task serves none). The runtime has no
+// Execer: a WASI guest is no process tree to start another process in.
+func (r *Runtime) DialPort(ctx context.Context, id string, port int32) (net.Conn, error) {
+	t, err := r.get(id)
+	if err != nil {
+		return nil, err
+	}
+	st := t.snapshot()
+	if st.State == runtimes.StateExited {
+		return nil, fmt.Errorf("dial port %d of task %s: the container is not running", port, id)
+	}
+	for _, b := range st.Ports {
+		if b.ContainerPort != port {
+			continue
+		}
+		host := b.HostIP
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		c, err := (&net.Dialer{}).DialContext(dctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(b.HostPort))))
+		if err != nil {
+			return nil, fmt.Errorf("dial port %d of task %s: %w", port, id, err)
+		}
+		return c, nil
+	}
+	var served []string
+	for _, b := range st.Ports {
+		served = append(served, strconv.Itoa(int(b.ContainerPort)))
+	}
+	if len(served) == 0 {
+		return nil, fmt.Errorf("dial port %d of task %s: the WASM container serves no ports (a WASI command), only its containerPorts can be forwarded", port, id)
+	}
+	return nil, fmt.Errorf("dial port %d of task %s: the WASM container serves only its containerPorts (%s)", port, id, strings.Join(served, ", "))
 }

@@ -20,7 +20,26 @@ const (
 	JobPackage = "github.com/orca-edge/orca/examples/hello-wasm/job"
 	// HelloPackage serves HTTP on $PORT (default 8080) outside CGI.
 	HelloPackage = "github.com/orca-edge/orca/examples/hello-wasm"
+	// ToolboxPackage is a multi-call binary with the few commands tests
+	// exec in a container (sh -c, cat, echo, tar for kubectl cp, test,
+	// sleep, ttysize...); ToolboxFiles installs it.
+	ToolboxPackage = "github.com/orca-edge/orca/runtimes/containerd/containerdtest/toolbox"
 )
+
+// ToolboxCommands are the names ToolboxFiles links to the toolbox.
+var ToolboxCommands = []string{"sh", "cat", "echo", "env", "pwd", "id", "test", "true", "false", "sleep", "ttysize", "tar"}
+
+// ToolboxFiles are the files of an image layer holding the toolbox binary
+// bin (built from ToolboxPackage) as /bin/toolbox, with a symlink
+// /bin/<command> to it for each of ToolboxCommands. An image with them
+// should set PATH=/bin.
+func ToolboxFiles(bin []byte) []File {
+	files := []File{{Path: "/bin/toolbox", Mode: 0o755, Data: bin}}
+	for _, c := range ToolboxCommands {
+		files = append(files, File{Path: "/bin/" + c, Link: "toolbox"})
+	}
+	return files
+}
 
 // File is one regular file of an image layer.
 type File = ocilayout.File

@@ -23,11 +23,14 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// File is one regular file of an image layer.
+// File is one regular file (or symbolic link) of an image layer.
 type File struct {
 	Path string // in the image, "/job"
 	Mode int64  // permission bits, 0o755
 	Data []byte
+	// Link, when set, makes the file a symbolic link to Link (Mode and
+	// Data are then ignored).
+	Link string
 }
 
 // Write writes an OCI image layout archive (oci-layout, index.json,
@@ -47,6 +50,12 @@ func Write(w io.Writer, name string, cfg ocispec.ImageConfig, files ...File) err
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
 				return err
 			}
+		}
+		if f.Link != "" {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: p, Linkname: f.Link, Mode: 0o777, ModTime: epoch}); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: f.Mode, Size: int64(len(f.Data)), ModTime: epoch}); err != nil {
 			return err
