@@ -176,7 +176,8 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 	}
 	if err != nil {
 		if errors.Is(err, runtimes.ErrImageNeverPull) {
-			failed("ErrImageNeverPull", err) // as the kubelet: no ImagePullBackOff, the pull is never tried
+			// As the kubelet: its message, and no ImagePullBackOff (no pull is tried).
+			failed("ErrImageNeverPull", fmt.Errorf("Container image %q is not present with pull policy of Never", c.spec.Image)) //nolint:staticcheck // the kubelet's message
 			return
 		}
 		if errors.Is(err, runtimes.ErrImage) {
@@ -367,6 +368,7 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 		LogPath:     w.logPath(c.name, attempt),
 		Annotations: w.pod.Annotations,
 	}
+	spec.PullPolicy, spec.RegistryAuth = pullPolicy(c.spec), w.registryAuth(ctx) // pullsecrets.go
 	if q, ok := c.spec.Resources.Limits[corev1.ResourceMemory]; ok {
 		spec.MemoryLimitBytes = q.Value()
 	}

@@ -65,7 +65,7 @@ func (r *Runtime) image(ctx context.Context, spec runtimes.TaskSpec) (ctrd.Image
 		img, err = r.client.GetImage(ctx, name)
 		switch {
 		case errdefs.IsNotFound(err) && policy == PullNever:
-			return nil, fmt.Errorf("container image %q is not present with pull policy of Never: %w", spec.Image, runtimes.ErrImageNeverPull)
+			return nil, fmt.Errorf("image %s: %w", name, runtimes.ErrImageNeverPull)
 		case errdefs.IsNotFound(err):
 			img, err = r.fetchOnce(ctx, name, spec.RegistryAuth)
 		case err != nil:

@@ -53,7 +53,7 @@ func TestPullPolicies(t *testing.T) {
 	s := spec(t, ref)
 	s.PullPolicy = containerd.PullNever
 	_, err = e.rt.Start(ctx, s)
-	if !errors.Is(err, runtimes.ErrImageNeverPull) || !errors.Is(err, runtimes.ErrImage) || !strings.Contains(err.Error(), "pull policy of Never") {
+	if !errors.Is(err, runtimes.ErrImageNeverPull) || !errors.Is(err, runtimes.ErrImage) || !strings.Contains(err.Error(), "pull policy is Never") {
 		t.Fatalf("Never with a missing image: %v, want ErrImageNeverPull", err)
 	}
 	if manifests.Load() != 0 {
