@@ -31,6 +31,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent"
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/containerd"
+	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
 )
@@ -47,8 +49,27 @@ type cluster struct {
 	kubectlIn func(stdin string, args ...string) (string, error)
 }
 
-func startCluster(t *testing.T) *cluster {
+// clusterConfig is what startCluster's options set.
+type clusterConfig struct {
+	// containerd, when set, gives every agent a containerd runtime (handler
+	// runc) on this daemon, each node in a containerd namespace of its own
+	// ("orca-<node>"), beside wazero.
+	containerd *containerdtest.Daemon
+}
+
+type clusterOption func(*clusterConfig)
+
+// withContainerd gives the agents a containerd runtime on d.
+func withContainerd(d *containerdtest.Daemon) clusterOption {
+	return func(c *clusterConfig) { c.containerd = d }
+}
+
+func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	t.Helper()
+	var cc clusterConfig
+	for _, o := range opts {
+		o(&cc)
+	}
 	kubectlBin, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl not found on PATH; the end-to-end test drives the real kubectl")
@@ -104,9 +125,20 @@ func startCluster(t *testing.T) *cluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { wz.Close(context.Background()) })
+		rts := []runtimes.Runtime{wz}
+		if cc.containerd != nil {
+			cfg := cc.containerd.RuntimeConfig(t)
+			cfg.Namespace = "orca-" + node
+			ctr, err := containerd.New(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ctr.Close(context.Background()) })
+			rts = append(rts, ctr)
+		}
 		agent, err := nodeagent.New(nodeagent.Config{
 			Store: ast, NATS: anc, NodeName: node, NodeIP: "127.0.0.1", DataDir: filepath.Join(dir, node),
-			Runtimes: []runtimes.Runtime{wz}, Proxy: node == "node-a", ProxyBindClusterIPs: node == "node-a",
+			Runtimes: rts, Proxy: node == "node-a", ProxyBindClusterIPs: node == "node-a",
 		})
 		if err != nil {
 			t.Fatal(err)
