@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: start orca on this machine and deploy examples/hello-wasm.
+# `make run`: start orca on this machine and deploy examples/hello-wasm
+# and, where containerd can run, examples/hello-container.
 #
 # Starts orca-server (embedded NATS on 127.0.0.1:4222, apiserver on
 # 127.0.0.1:6443) and one orca-agent, with all data under $RUNDIR
@@ -13,6 +14,7 @@ RUNDIR=${RUNDIR:-.run}
 API=127.0.0.1:6443
 NATS=127.0.0.1:4222
 NODEPORT=30080
+CNODEPORT=30081
 SERVER="http://$API"
 t_make=$(date +%s%N)
 t0=$t_make
@@ -20,12 +22,34 @@ ms() { echo $(( ($(date +%s%N) - t0) / 1000000 )); }
 
 port_in_use() { (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; }
 busy=()
-for addr in "$API" "$NATS" "127.0.0.1:$NODEPORT"; do
+for addr in "$API" "$NATS" "127.0.0.1:$NODEPORT" "127.0.0.1:$CNODEPORT"; do
   port_in_use "$addr" && busy+=("$addr")
 done
 if [ ${#busy[@]} -gt 0 ]; then
   echo "make run: ${busy[*]} already in use (another 'make run' or program?). Stop it and try again." >&2
   exit 1
+fi
+
+mkdir -p "$RUNDIR"
+# Container pods need containerd and runc, and root for the agent's own
+# containerd. As root on a machine without them, install them (one line
+# says so); otherwise run WASM only and say what enables containers.
+containers=1
+if ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "make run: installing containerd and runc for container pods (apt-get install -y containerd runc)..."
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc >"$RUNDIR/apt.log" 2>&1 ||
+           { apt-get update -qq >>"$RUNDIR/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc >>"$RUNDIR/apt.log" 2>&1; }; }; then
+      echo "make run: could not install containerd (see $RUNDIR.apt.log); running WASM pods only" >&2
+      containers=0
+    fi
+  else
+    containers=0
+    echo "make run: containerd is not installed, so this run has WASM pods only; to run containers too: sudo apt-get install -y containerd runc && sudo make run"
+  fi
+elif [ "$(id -u)" != 0 ]; then
+  containers=0
+  echo "make run: the agent's containerd needs root, so this run has WASM pods only; to run containers too: sudo make run"
 fi
 
 ${MAKE:-make} --no-print-directory build
@@ -40,10 +64,17 @@ if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
   rm -rf "$RUNDIR/server" "$RUNDIR/agent"
 fi
 pids=()
+containers_applied=0
 cleanup() {
   trap - EXIT INT TERM
   echo
   echo "stopping orca (logs stay in $RUNDIR/*.log; the previous run's in *.log.1)..."
+  # Containers outlive their agent (as a kubelet's do): delete the
+  # example's first, so that none keeps running after make run.
+  if [ "$containers_applied" = 1 ]; then
+    bin/orca --server "$SERVER" delete -f examples/hello-container/app.yaml --wait 60s >/dev/null 2>&1 ||
+      echo "could not delete the container example; its containers may still run (see $RUNDIR/agent.log)" >&2
+  fi
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   exit "${1:-0}"
@@ -59,14 +90,28 @@ pids+=($!)
 bin/orca --server "$SERVER" wait --server-ready --timeout 30s >/dev/null || { echo "orca-server did not start; see $RUNDIR/server.log:" >&2; tail -20 "$RUNDIR/server.log" >&2; exit 1; }
 echo "orca-server ready after $(ms) ms: apiserver $SERVER, NATS nats://$NATS"
 
-setsid bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" >"$RUNDIR/agent.log" 2>&1 &
+ctrflag=--containerd=true
+[ "$containers" = 1 ] || ctrflag=--containerd=false
+setsid bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" "$ctrflag" >"$RUNDIR/agent.log" 2>&1 &
 pids+=($!)
 
 bin/orca --server "$SERVER" wasm push bin/hello.wasm --name hello-wasm:v1
+if [ "$containers" = 1 ]; then
+  bin/orca --server "$SERVER" image push bin/hello-container.tar
+fi
 t_apply=$(date +%s%N)
 bin/orca --server "$SERVER" apply -f examples/hello-wasm/app.yaml
+if [ "$containers" = 1 ]; then
+  containers_applied=1
+  bin/orca --server "$SERVER" apply -f examples/hello-container/app.yaml
+fi
 bin/orca --server "$SERVER" wait -l app=hello-wasm --count 3 --timeout 3m
-echo "3 pods Ready $(( ($(date +%s%N) - t_apply) / 1000000 )) ms after apply"
+echo "3 WASM pods Ready $(( ($(date +%s%N) - t_apply) / 1000000 )) ms after apply"
+if [ "$containers" = 1 ]; then
+  bin/orca --server "$SERVER" wait -l app=hello-container --count 2 --timeout 3m ||
+    { echo "the container pods did not become Ready; see $RUNDIR/agent.log and $RUNDIR/agent/containerd/containerd.log" >&2; exit 1; }
+  echo "2 container pods Ready $(( ($(date +%s%N) - t_apply) / 1000000 )) ms after apply"
+fi
 
 fetch() { # GET http://127.0.0.1:$1/ with bash alone (no curl needed)
   exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
@@ -81,6 +126,15 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 [ -n "$resp" ] || { echo "no answer through the service proxy on 127.0.0.1:$NODEPORT; see $RUNDIR/agent.log" >&2; exit 1; }
+cresp=""
+if [ "$containers" = 1 ]; then
+  for _ in $(seq 1 50); do
+    cresp=$(fetch "$CNODEPORT" 2>/dev/null || true)
+    [ -n "$cresp" ] && break
+    sleep 0.2
+  done
+  [ -n "$cresp" ] || { echo "no answer from the container Service on 127.0.0.1:$CNODEPORT; see $RUNDIR/agent.log" >&2; exit 1; }
+fi
 
 cat > "$RUNDIR/kubeconfig" <<KUBE
 apiVersion: v1
@@ -102,11 +156,13 @@ cat <<MSG
 == orca is running: first response $(( ($(date +%s%N) - t_make) / 1000000 )) ms after 'make run' began, $(ms) ms after the build ==
 Response from a WASM pod through the service proxy (http://127.0.0.1:$NODEPORT):
   $resp
+$(if [ "$containers" = 1 ]; then printf 'Response from a container pod through the service proxy (http://127.0.0.1:%s):\n  %s\n' "$CNODEPORT" "$cresp"; else echo "(No container pods in this run: see the first lines above for what enables them.)"; fi)
 
 Look further:
   export KUBECONFIG=$PWD/$RUNDIR/kubeconfig
   kubectl get pods,deployments,replicasets,services,endpoints,nodes -o wide
   kubectl logs deploy/hello-wasm
+  kubectl logs deploy/hello-container
   kubectl scale deployment hello-wasm --replicas=5
   for i in 1 2 3; do curl -s http://127.0.0.1:$NODEPORT/; done
   go install github.com/nats-io/natscli/nats@v0.5.0   # the NATS CLI, once
