@@ -69,7 +69,32 @@ func TestContainerDeploymentFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobArchive, err := containerdtest.BuildGoImage(t.TempDir(), "docker.io/library/job:v1", containerdtest.JobPackage, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobRef, _, err := reg.PushFile(context.Background(), jobArchive, "job:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := startCluster(t, withContainerd(containerdtest.Start(t)))
+
+	// kubectl run: a bare pod of a container that fails, restarted with
+	// back-off; logs --previous shows the last attempt.
+	c.mustKubectl(t, "run", "crash", "--image="+jobRef, "--env=EXIT_CODE=3", "--env=STDERR_MSG=attempt failed", "--", "first-arg")
+	storetest.Eventually(t, 2*time.Minute, func() error {
+		out, err := c.kubectlIn("", "logs", "crash", "--previous")
+		if err != nil || !strings.Contains(out, "args=first-arg") || !strings.Contains(out, "attempt failed") {
+			return fmt.Errorf("kubectl logs --previous: %v: %s", err, out)
+		}
+		return nil
+	})
+	out := c.mustKubectl(t, "get", "pod", "crash")
+	if !strings.Contains(out, "Error") && !strings.Contains(out, "CrashLoopBackOff") {
+		t.Errorf("kubectl get pod crash:\n%s", out)
+	}
+	c.mustKubectl(t, "delete", "pod", "crash", "--grace-period=0", "--force")
+
 	nodePort := freeNodePort(t)
 	c.mustKubectlIn(t, fmt.Sprintf(nginxDeployment, ref, nodePort), "apply", "-f", "-")
 
@@ -112,7 +137,7 @@ func TestContainerDeploymentFromRegistry(t *testing.T) {
 	if len(nodes) != 2 {
 		t.Errorf("3 replicas on %d nodes, want both nodes used", len(nodes))
 	}
-	out := c.mustKubectl(t, "get", "deploy/nginx-deployment")
+	out = c.mustKubectl(t, "get", "deploy/nginx-deployment")
 	if !strings.Contains(out, "3/3") {
 		t.Errorf("kubectl get deploy:\n%s", out)
 	}
