@@ -119,20 +119,20 @@ fetch() { # GET http://127.0.0.1:$1/ with bash alone (no curl needed)
   sed -e '1,/^\r\{0,1\}$/d' <&3
   exec 3<&-
 }
-resp=""
-for _ in $(seq 1 50); do
-  resp=$(fetch "$NODEPORT" 2>/dev/null || true)
-  [ -n "$resp" ] && break
-  sleep 0.2
-done
+answer() { # the first non-empty answer of http://127.0.0.1:$1/ within 10 s
+  local r=""
+  for _ in $(seq 1 50); do
+    r=$(fetch "$1" 2>/dev/null || true)
+    [ -n "$r" ] && break
+    sleep 0.2
+  done
+  printf '%s' "$r"
+}
+resp=$(answer "$NODEPORT")
 [ -n "$resp" ] || { echo "no answer through the service proxy on 127.0.0.1:$NODEPORT; see $RUNDIR/agent.log" >&2; exit 1; }
 cresp=""
 if [ "$containers" = 1 ]; then
-  for _ in $(seq 1 50); do
-    cresp=$(fetch "$CNODEPORT" 2>/dev/null || true)
-    [ -n "$cresp" ] && break
-    sleep 0.2
-  done
+  cresp=$(answer "$CNODEPORT")
   [ -n "$cresp" ] || { echo "no answer from the container Service on 127.0.0.1:$CNODEPORT; see $RUNDIR/agent.log" >&2; exit 1; }
 fi
 

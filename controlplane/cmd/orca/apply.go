@@ -44,14 +44,20 @@ func newApplyCmd() *cobra.Command {
 }
 
 func apply(out io.Writer, server, file, namespace string) error {
+	return eachObject(file, func(u *unstructured.Unstructured) error { return applyOne(out, server, u, namespace) })
+}
+
+// eachObject calls f with each object of the (multi-document) YAML or
+// JSON manifest file ("-": stdin), in order, stopping at its first error.
+func eachObject(file string, f func(*unstructured.Unstructured) error) error {
 	var r io.Reader = os.Stdin
 	if file != "-" {
-		f, err := os.Open(file)
+		fh, err := os.Open(file)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		r = f
+		defer fh.Close()
+		r = fh
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for {
@@ -64,7 +70,7 @@ func apply(out io.Writer, server, file, namespace string) error {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := applyOne(out, server, &u, namespace); err != nil {
+		if err := f(&u); err != nil {
 			return err
 		}
 	}

@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // newDeleteCmd returns `orca delete -f FILE`: delete each object of a
@@ -39,28 +36,9 @@ func newDeleteCmd() *cobra.Command {
 }
 
 func deleteManifest(ctx context.Context, out io.Writer, server, file, namespace string, wait time.Duration) error {
-	var r io.Reader = os.Stdin
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	var items, whats []string
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		coll, err := resourcePath(&u, namespace)
+	err := eachObject(file, func(u *unstructured.Unstructured) error {
+		coll, err := resourcePath(u, namespace)
 		if err != nil {
 			return err
 		}
@@ -79,6 +57,10 @@ func deleteManifest(ctx context.Context, out io.Writer, server, file, namespace 
 		default:
 			return fmt.Errorf("delete %s: HTTP %d", what, code)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if wait <= 0 {
 		return nil
