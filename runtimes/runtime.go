@@ -29,6 +29,11 @@ var ErrImage = errors.New("image unavailable")
 // the kubelet).
 var ErrImageNeverPull = fmt.Errorf("%w: not present and the pull policy is Never", ErrImage)
 
+// ErrCreateContainerConfig is wrapped by Start when the spec cannot be
+// applied to the image (runAsNonRoot with an image running as root); the
+// container then waits with CreateContainerConfigError.
+var ErrCreateContainerConfig = errors.New("invalid container config")
+
 // Port asks the runtime to expose one containerPort on the node.
 type Port struct {
 	// Name is the containerPort's name ("http"), may be empty.

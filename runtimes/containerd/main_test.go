@@ -20,9 +20,11 @@ import (
 // Images of the tests, built once per test binary: OCI archives of static
 // Go binaries of the example workloads, imported into each test's daemon.
 const (
-	jobImage   = "docker.io/library/job:v1"     // examples/hello-wasm/job, ENTRYPOINT ["/job"]
-	helloImage = "docker.io/library/hello:v1"   // examples/hello-wasm serving :8080
-	cmdImage   = "docker.io/library/job-cmd:v1" // the job with CMD, ENV and STOPSIGNAL SIGINT
+	jobImage   = "docker.io/library/job:v1"         // examples/hello-wasm/job, ENTRYPOINT ["/job"]
+	helloImage = "docker.io/library/hello:v1"       // examples/hello-wasm serving :8080
+	cmdImage   = "docker.io/library/job-cmd:v1"     // the job with CMD, ENV and STOPSIGNAL SIGINT
+	probeImage = "docker.io/library/probe:v1"       // runtimes/runtimetest/probe, ENTRYPOINT ["/probe"]
+	namedImage = "docker.io/library/probe-named:v1" // the probe with USER nobody (not numeric)
 	missing    = "docker.io/library/no-such-image:v1"
 	// toolboxImage has containerdtest's toolbox as /bin/sh, /bin/cat, ...
 	// (PATH=/bin, workdir /work, ENTRYPOINT ["sleep", "3600"]).
@@ -71,6 +73,10 @@ func buildImages(dir string) error {
 		return err
 	}
 	archives[toolboxImage] = buf.Bytes()
+	probe, err := containerdtest.BuildGoBinary(dir, probePackage)
+	if err != nil {
+		return err
+	}
 	for _, img := range []struct {
 		name, bin, path string
 		cfg             ocispec.ImageConfig
@@ -82,6 +88,8 @@ func buildImages(dir string) error {
 			Env:        []string{"PATH=/bin", "GREETING=from the image", "IMAGE_ONLY=yes"},
 			StopSignal: "SIGINT", WorkingDir: "/bin",
 		}},
+		{probeImage, probe, "/probe", ocispec.ImageConfig{Entrypoint: []string{"/probe"}}},
+		{namedImage, probe, "/probe", ocispec.ImageConfig{Entrypoint: []string{"/probe"}, User: "nobody"}},
 	} {
 		data, err := os.ReadFile(img.bin)
 		if err != nil {

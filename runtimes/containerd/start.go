@@ -187,6 +187,7 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 // pod's hostname, the cgroup and its limits.
 func (r *Runtime) specOpts(cid string, spec runtimes.TaskSpec, ic ocispec.ImageConfig) []oci.SpecOpts {
 	opts := []oci.SpecOpts{
+		checkImageUser(spec, ic),
 		withImageConfig(ic, spec),
 		oci.WithHostname(hostname(spec.PodName)),
 		oci.WithCgroup(r.cgroupsPath(cid)),
@@ -200,6 +201,7 @@ func (r *Runtime) specOpts(cid string, spec runtimes.TaskSpec, ic ocispec.ImageC
 	if m := spec.CPULimitMillis; m > 0 {
 		opts = append(opts, oci.WithCPUCFS(cfsQuota(m), cfsPeriod))
 	}
+	opts = append(append(append(opts, resourceOpts(spec)...), mountOpts(spec)...), securityOpts(spec, ic)...)
 	return opts
 }
 
