@@ -82,6 +82,14 @@ type Config struct {
 	// BackoffBase is the first crash-loop back-off; it doubles up to
 	// BackoffMax. Defaults 10s and 5m, as the kubelet's.
 	BackoffBase, BackoffMax time.Duration
+	// AllowPrivileged lets containers with securityContext.privileged run
+	// (the kubelet's former --allow-privileged). Default false: such a
+	// container waits with CreateContainerConfigError and an Event.
+	AllowPrivileged bool
+	// VolumeSyncPeriod is how often configMap, secret and projected
+	// volumes are re-read from the store and updated in place, and
+	// emptyDir sizeLimits checked. Default 10s.
+	VolumeSyncPeriod time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -148,6 +156,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = 5 * time.Minute
+	}
+	if cfg.VolumeSyncPeriod <= 0 {
+		cfg.VolumeSyncPeriod = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -236,6 +247,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.pods.stopOrphans(ctx)
 	a.removeOrphanLogs()
+	a.removeOrphanVolumes()
 
 	sub, err := a.serveLogs(ctx)
 	if err != nil {

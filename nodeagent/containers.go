@@ -184,6 +184,10 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 			failed("ErrImagePull", fmt.Errorf("failed to pull image %q: %w", c.spec.Image, err))
 			return
 		}
+		if errors.Is(err, runtimes.ErrCreateContainerConfig) {
+			failed("CreateContainerConfigError", err)
+			return
+		}
 		failed("RunContainerError", fmt.Errorf("start container %s of pod %s: %w", c.name, w.key(), err))
 		return
 	}
@@ -374,6 +378,13 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 	}
 	if q, ok := c.spec.Resources.Limits[corev1.ResourceCPU]; ok {
 		spec.CPULimitMillis = q.MilliValue()
+	}
+	spec.CPURequestMillis, spec.WorkingDir = cpuRequestMillis(c.spec), c.spec.WorkingDir
+	if spec.Security, err = securityContext(w.pod, c.spec, w.a.cfg.AllowPrivileged); err != nil {
+		return runtimes.TaskSpec{}, err
+	}
+	if spec.Mounts, err = w.containerMounts(ctx, c.spec, lookup); err != nil {
+		return runtimes.TaskSpec{}, err
 	}
 	return spec, nil
 }

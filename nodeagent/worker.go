@@ -42,6 +42,7 @@ type podWorker struct {
 	message   string          // status.message that goes with reason
 	restored  bool            // terminal phase read back from the store: never rewrite it
 	nextSync  time.Time       // earliest pending timer ("" = none)
+	vols      *podVolumes     // prepared volumes (volumes.go); nil until the first container needs them
 }
 
 // workerEvent is a task exit or a probe result of one container's task.
@@ -134,6 +135,7 @@ func (w *podWorker) sync(ctx context.Context) bool {
 	if pod.DeletionTimestamp != nil {
 		return w.terminate(ctx)
 	}
+	w.syncVolumes(ctx)
 	if w.terminal == "" {
 		if w.pastActiveDeadline() {
 			w.failActiveDeadline(ctx)
@@ -197,6 +199,7 @@ func (w *podWorker) forget() {
 	if err := os.RemoveAll(w.a.podLogDir(w.ns, w.name, w.uid)); err != nil {
 		w.a.log.Warn("remove pod logs", "pod", w.key(), "err", err)
 	}
+	w.removeVolumes()
 }
 
 // setup starts tracking pod: containers are restored from the status a

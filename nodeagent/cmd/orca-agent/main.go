@@ -47,6 +47,8 @@ type options struct {
 
 	containerd        bool
 	containerdAddress string
+	privileged        bool
+	volumeSync        time.Duration
 }
 
 func main() {
@@ -74,6 +76,8 @@ func main() {
 	f.IntVar(&o.logMaxFiles, "container-log-max-files", logfile.DefaultMaxFiles, "most log files (current and rotated) kept per container; at least 2")
 	f.BoolVar(&o.containerd, "containerd", true, "run container pods (RuntimeClass runc) on containerd; false: WASM pods only")
 	f.StringVar(&o.containerdAddress, "containerd-address", "", "socket of an existing containerd to use (e.g. /run/containerd/containerd.sock); default: start and supervise a private containerd under --data-dir/containerd when the containerd binary is on PATH")
+	f.BoolVar(&o.privileged, "allow-privileged", false, "let containers with securityContext.privileged run (the kubelet's former flag); without it they wait with CreateContainerConfigError")
+	f.DurationVar(&o.volumeSync, "volume-sync-period", 10*time.Second, "how often configMap, secret and projected volumes are re-read and updated in place, and emptyDir sizeLimits checked")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -165,6 +169,7 @@ func run(ctx context.Context, o options) error {
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat,
+		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync,
 	})
 	if err != nil {
 		return err
