@@ -24,6 +24,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/nodeagent/proxy"
 	"github.com/orca-edge/orca/runtimes"
 	"github.com/orca-edge/orca/runtimes/logfile"
@@ -79,6 +80,16 @@ type Config struct {
 	ProxyBindClusterIPs bool
 	// NodePortAddress is the address NodePorts listen on. Default NodeIP.
 	NodePortAddress string
+	// PodNetwork is the pod network of container pods (nodeagent/podnet):
+	// each pod of the runc handler outside the node's network gets one
+	// network namespace, shared by its containers, on the node bridge
+	// with its own IP in status.podIP. StateDir defaults to
+	// <DataDir>/podnet; PodCIDR to the Node's spec.podCIDR, else
+	// podnet.DefaultPodCIDR. Nil, or the CNI plugins missing (said in
+	// the log and a Node event): no pod network, each container runs in
+	// a namespace of its own, reached through its host ports, and the
+	// pod's IP is the node's.
+	PodNetwork *podnet.Config
 	// BackoffBase is the first crash-loop back-off; it doubles up to
 	// BackoffMax. Defaults 10s and 5m, as the kubelet's.
 	BackoffBase, BackoffMax time.Duration
@@ -105,6 +116,7 @@ type Agent struct {
 	proxy    *proxy.Proxy
 
 	pods     *podManager
+	podnet   *podnet.Network // nil: no pod network; set by Run before the pod workers start
 	logs     *liveLogs
 	recorder *events.Recorder
 
@@ -163,6 +175,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if pn := cfg.PodNetwork; pn != nil && pn.PodCIDR != "" {
+		if _, err := podnet.ParsePodCIDR(pn.PodCIDR); err != nil {
+			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
+		}
+	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeName), runtimes: map[string]runtimes.Runtime{}, ready: make(chan struct{})}
 	for _, r := range cfg.Runtimes {
 		if _, dup := a.runtimes[r.Handler()]; dup {
@@ -207,6 +224,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if err := a.startPodNetwork(ctx); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(logfile.WithRotation(ctx, logfile.Rotation{MaxSize: a.cfg.ContainerLogMaxSize, MaxFiles: a.cfg.ContainerLogMaxFiles}))
 	defer cancel()
 	var wg sync.WaitGroup
@@ -246,6 +266,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	a.pods.stopOrphans(ctx)
+	a.gcSandboxes(ctx)
 	a.removeOrphanLogs()
 	a.removeOrphanVolumes()
 

@@ -373,6 +373,7 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 		Annotations: w.pod.Annotations,
 	}
 	spec.PullPolicy, spec.RegistryAuth = pullPolicy(c.spec), w.registryAuth(ctx) // pullsecrets.go
+	w.networkSpec(&spec)
 	if q, ok := c.spec.Resources.Limits[corev1.ResourceMemory]; ok {
 		spec.MemoryLimitBytes = q.Value()
 	}

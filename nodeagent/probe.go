@@ -39,7 +39,7 @@ type probeResult struct {
 func (w *podWorker) startProbes(c *container) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	c.stopProbes = cancel
-	target := probeTarget{nodeIP: w.a.cfg.NodeIP, ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...)}
+	target := probeTarget{nodeIP: w.a.cfg.NodeIP, podIP: w.sandboxIP(), ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...)}
 	c.started = c.spec.StartupProbe == nil
 	c.ready = c.started && c.spec.ReadinessProbe == nil
 	if p := c.spec.StartupProbe; p != nil {
@@ -76,7 +76,7 @@ func (w *podWorker) onProbe(c *container, r probeResult) {
 		c.ready = c.spec.ReadinessProbe == nil
 		ctx, cancel := context.WithCancel(w.ctx)
 		c.stopProbes = cancel // the startup prober has ended
-		w.startRunningProbes(ctx, c, probeTarget{nodeIP: w.a.cfg.NodeIP, ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...)})
+		w.startRunningProbes(ctx, c, probeTarget{nodeIP: w.a.cfg.NodeIP, podIP: w.sandboxIP(), ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...)})
 		return
 	}
 	switch r.kind {
@@ -112,12 +112,15 @@ func probeName(k probeKind) string { return strings.ToUpper(string(k[:1])) + str
 // probeTarget resolves a probe's port to where the container is served.
 type probeTarget struct {
 	nodeIP   string
+	podIP    string // the pod's sandbox IP, "" without one
 	ports    []corev1.ContainerPort
 	bindings []runtimes.PortBinding
 }
 
-// addr returns host:port for port (a number or a containerPort name): the
-// node port the runtime bound for that containerPort, else the port itself.
+// addr returns host:port for port (a number or a containerPort name): in
+// a pod with a sandbox, the pod IP and the port itself (as the kubelet's
+// prober); else the node port the runtime bound for that containerPort,
+// else the port itself, on the node.
 func (t probeTarget) addr(host string, port intstr.IntOrString) (string, error) {
 	var n int32
 	if port.Type == intstr.String {
@@ -131,6 +134,12 @@ func (t probeTarget) addr(host string, port intstr.IntOrString) (string, error) 
 		}
 	} else {
 		n = port.IntVal
+	}
+	if t.podIP != "" {
+		if host == "" {
+			host = t.podIP
+		}
+		return net.JoinHostPort(host, strconv.Itoa(int(n))), nil
 	}
 	for _, b := range t.bindings {
 		if b.ContainerPort == n {

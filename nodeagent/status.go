@@ -130,8 +130,9 @@ func (w *podWorker) podStatus() corev1.PodStatus {
 		Message: truncateMessage(w.message),
 		HostIP:  w.a.cfg.NodeIP,
 		HostIPs: []corev1.HostIP{{IP: w.a.cfg.NodeIP}},
-		PodIP:   w.a.cfg.NodeIP,
-		PodIPs:  []corev1.PodIP{{IP: w.a.cfg.NodeIP}},
+	}
+	if ip := w.statusPodIP(); ip != "" {
+		st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
 	}
 	start := w.startTime.Rfc3339Copy()
 	st.StartTime = &start

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/runtimes"
 )
 
@@ -37,6 +38,8 @@ type podWorker struct {
 	regular   []*container
 	startTime metav1.Time
 	hostPorts map[int32]int32 // containerPort -> node port, last known
+	sandbox   *podnet.Sandbox // the pod's network namespace, nil while it has none
+	podIP     string          // the sandbox's IP, kept once it is torn down
 	terminal  corev1.PodPhase // Succeeded or Failed once the pod ended
 	reason    string          // status.reason once the agent ended the pod (DeadlineExceeded)
 	message   string          // status.message that goes with reason
@@ -143,6 +146,9 @@ func (w *podWorker) sync(ctx context.Context) bool {
 			w.converge(ctx)
 		}
 	}
+	if w.terminal != "" && w.sandbox != nil && !w.anyRunning() {
+		w.teardownSandbox(ctx) // the pod finished: as the kubelet, it keeps no sandbox
+	}
 	if !w.restored {
 		if err := w.writeStatus(ctx); err != nil && ctx.Err() == nil {
 			w.a.log.Warn("write pod status failed, retrying", "pod", w.key(), "err", logText(err.Error()))
@@ -180,6 +186,16 @@ func (w *podWorker) container(name string) *container {
 	return nil
 }
 
+// anyRunning reports whether a container of the pod runs.
+func (w *podWorker) anyRunning() bool {
+	for _, c := range w.all() {
+		if c.running {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *podWorker) all() []*container {
 	return append(append([]*container{}, w.init...), w.regular...)
 }
@@ -191,6 +207,7 @@ func (w *podWorker) forget() {
 	if w.uid == "" {
 		return
 	}
+	w.teardownSandbox(w.ctx)
 	for _, c := range w.all() {
 		key := string(w.uid) + "_" + c.name
 		w.m.backoff.DeleteEntry(key)
@@ -208,6 +225,7 @@ func (w *podWorker) setup(pod *corev1.Pod) {
 	w.uid = pod.UID
 	w.init, w.regular, w.terminal, w.restored, w.rt = nil, nil, "", false, nil
 	w.reason, w.message = "", ""
+	w.sandbox, w.podIP = nil, ""
 	// Until sync sees a stored status.startTime (a previous agent's, or
 	// the first status this worker writes); with the stored precision
 	// (seconds), so that the active deadline counts from one instant.
@@ -248,6 +266,9 @@ func (w *podWorker) converge(ctx context.Context) {
 		}
 		w.after(time.Now().Add(10 * time.Second))
 		return
+	}
+	if !w.ensureSandbox(ctx) {
+		return // containers wait in ContainerCreating
 	}
 	policy := w.pod.Spec.RestartPolicy
 	for _, c := range w.init {

@@ -8,7 +8,8 @@ import (
 
 // AnnotationHostPorts is set on a Pod by the node agent that runs it: a JSON
 // object mapping each containerPort ("8080") to the node port it is served
-// on (41234). Pods use the node's network (README, design decision 6), so
+// on (41234). A pod's ports are served on its node (a container pod's own
+// IP is reachable from its node only, for now: README, "Pod network"), so
 // the Endpoints controller publishes status.hostIP:<host port> for them.
 const AnnotationHostPorts = "orca.dev/host-ports"
 

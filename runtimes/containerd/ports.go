@@ -17,8 +17,10 @@ import (
 )
 
 // forwarder owns a task's port listeners on the node and forwards each
-// accepted connection to 127.0.0.1:ContainerPort in the task's network
-// namespace. A nil *forwarder has no ports.
+// accepted connection to PodIP:ContainerPort, or without a pod IP to
+// 127.0.0.1:ContainerPort in the task's network namespace. A nil
+// *forwarder has no ports; one without listeners (direct) only reports
+// the bindings of a task in the node's network.
 type forwarder struct {
 	ports []runtimes.PortBinding
 	lns   []net.Listener
@@ -32,6 +34,36 @@ type forwarder struct {
 
 func newForwarder() *forwarder {
 	return &forwarder{conns: map[net.Conn]struct{}{}, stopped: make(chan struct{})}
+}
+
+// listenFor returns the forwarder of spec's ports: direct ones for a
+// HostNetwork task, else listen's.
+func listenFor(spec runtimes.TaskSpec) (*forwarder, error) {
+	if spec.HostNetwork {
+		return direct(spec.Ports), nil
+	}
+	return listen(spec.Ports)
+}
+
+// direct reports ports as a task in the node's network serves them: at
+// HostPort = ContainerPort, on HostIP (default 0.0.0.0), any protocol,
+// with no listener of the runtime's.
+func direct(ports []runtimes.Port) *forwarder {
+	if len(ports) == 0 {
+		return nil
+	}
+	f := newForwarder()
+	for _, p := range ports {
+		proto, hostIP := p.Protocol, p.HostIP
+		if proto == "" {
+			proto = "TCP"
+		}
+		if hostIP == "" {
+			hostIP = "0.0.0.0"
+		}
+		f.ports = append(f.ports, runtimes.PortBinding{ContainerPort: p.ContainerPort, Protocol: proto, HostIP: hostIP, HostPort: p.ContainerPort})
+	}
+	return f
 }
 
 // listen opens a listener for each port (TCP only). A HostPort of 0 picks
@@ -97,24 +129,28 @@ func (f *forwarder) bindings() []runtimes.PortBinding {
 // netnsPath is the network namespace of the process pid.
 func netnsPath(pid uint32) string { return fmt.Sprintf("/proc/%d/ns/net", pid) }
 
-// serve accepts connections until close or ctx ends. The namespace file
-// is opened now, so the forwarder keeps reaching the same namespace; it is
-// closed once every accept loop and connection has ended.
-func (f *forwarder) serve(ctx context.Context, nsPath string) {
-	if f == nil {
+// serve accepts connections until close or ctx ends and forwards them to
+// podIP, or when podIP is "" into the namespace at nsPath. The namespace
+// file is opened now, so the forwarder keeps reaching the same namespace;
+// it is closed once every accept loop and connection has ended.
+func (f *forwarder) serve(ctx context.Context, nsPath, podIP string) {
+	if f == nil || len(f.lns) == 0 {
 		return
 	}
-	ns, err := os.Open(nsPath)
-	if err != nil {
-		f.close()
-		return
+	var ns *os.File // nil: connections go to podIP from the node
+	if podIP == "" {
+		var err error
+		if ns, err = os.Open(nsPath); err != nil {
+			f.close()
+			return
+		}
 	}
 	var wg sync.WaitGroup
 	for i, ln := range f.lns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.accept(ctx, ln, ns, f.ports[i].ContainerPort, &wg)
+			f.accept(ctx, ln, ns, podIP, f.ports[i].ContainerPort, &wg)
 		}()
 	}
 	go func() {
@@ -126,12 +162,24 @@ func (f *forwarder) serve(ctx context.Context, nsPath string) {
 	}()
 	go func() {
 		wg.Wait()
-		ns.Close()
+		if ns != nil {
+			ns.Close()
+		}
 	}()
 }
 
-func (f *forwarder) accept(ctx context.Context, ln net.Listener, ns *os.File, port int32, wg *sync.WaitGroup) {
-	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+func (f *forwarder) accept(ctx context.Context, ln net.Listener, ns *os.File, podIP string, port int32, wg *sync.WaitGroup) {
+	dial := func() (net.Conn, error) {
+		return dialInNetns(ctx, ns, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	}
+	if podIP != "" {
+		target := net.JoinHostPort(podIP, strconv.Itoa(int(port)))
+		dial = func() (net.Conn, error) {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return (&net.Dialer{}).DialContext(dctx, "tcp", target)
+		}
+	}
 	for {
 		in, err := ln.Accept()
 		if err != nil {
@@ -145,7 +193,7 @@ func (f *forwarder) accept(ctx context.Context, ln net.Listener, ns *os.File, po
 		go func() {
 			defer wg.Done()
 			defer f.untrack(in)
-			out, err := dialInNetns(ctx, ns, target)
+			out, err := dial()
 			if err != nil {
 				return // the client sees the connection closed, as a refused one
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/orca-edge/orca/runtimes"
 	"github.com/orca-edge/orca/runtimes/logfile"
@@ -32,7 +33,8 @@ import (
 // task created but never started) is removed. A task whose shim is gone
 // is adopted as exited with code 137 and reason Error. The spec of an
 // adopted task has its ID, pod identity, image, log path, ports and
-// limits; not Command, Args or Env.
+// limits, its network (NetNSPath, PodIP, HostNetwork); not Command, Args
+// or Env.
 func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) {
 	ctx = withNamespace(ctx, r.cfg.Namespace)
 	cs, err := r.client.Containers(ctx, fmt.Sprintf("labels.%q", LabelTaskID))
@@ -109,7 +111,9 @@ func (r *Runtime) adopt(ctx context.Context, c ctrd.Container) (runtimes.TaskSta
 		stopSignal = syscall.SIGTERM
 	}
 	var fwd *forwarder
-	if status.Status != ctrd.Stopped && status.Status != ctrd.Unknown {
+	if spec.HostNetwork {
+		fwd = direct(spec.Ports)
+	} else if status.Status != ctrd.Stopped && status.Status != ctrd.Unknown {
 		if fwd, err = relisten(bindings); err != nil {
 			r.log.Warn("recover ports", "task", spec.ID, "err", err)
 		}
@@ -133,7 +137,7 @@ func (r *Runtime) adopt(ctx context.Context, c ctrd.Container) (runtimes.TaskSta
 			fwd.close()
 			return runtimes.TaskStatus{}, false, fmt.Errorf("wait on task: %w", err)
 		}
-		fwd.serve(r.ctx, netnsPath(tk.Pid()))
+		fwd.serve(r.ctx, netnsPath(tk.Pid()), spec.PodIP)
 		go r.watch(t, exitCh)
 	}
 	r.mu.Lock()
@@ -182,6 +186,7 @@ func specFromInfo(info containers.Container) (runtimes.TaskSpec, []runtimes.Port
 		ContainerName: l[LabelContainerName],
 		Image:         l[LabelImage],
 		LogPath:       l[LabelLogPath],
+		PodIP:         l[LabelPodIP],
 	}
 	var bindings []runtimes.PortBinding
 	if s := l[LabelPorts]; s != "" {
@@ -189,6 +194,14 @@ func specFromInfo(info containers.Container) (runtimes.TaskSpec, []runtimes.Port
 	}
 	for _, b := range bindings {
 		spec.Ports = append(spec.Ports, runtimes.Port{ContainerPort: b.ContainerPort, Protocol: b.Protocol, HostIP: b.HostIP, HostPort: b.HostPort})
+	}
+	if oc, err := ociSpec(info); err == nil && oc.Linux != nil {
+		spec.HostNetwork = true // unless the spec has a network namespace
+		for _, ns := range oc.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				spec.HostNetwork, spec.NetNSPath = false, ns.Path
+			}
+		}
 	}
 	if oc, err := ociSpec(info); err == nil && oc.Linux != nil && oc.Linux.Resources != nil {
 		if m := oc.Linux.Resources.Memory; m != nil && m.Limit != nil {

@@ -52,16 +52,25 @@
 // (runtimes/logfile), rotated as logfile.RotationFrom says for the context
 // of Start (or Recover).
 //
+// Network: a task joins TaskSpec.NetNSPath, its pod's network namespace
+// (made by the agent's pod network, nodeagent/podnet), or with
+// HostNetwork the node's network and UTS namespaces; with neither it gets
+// a namespace of its own with only loopback. Outside the node's network
+// the runtime writes the task's /etc/hosts (the kubelet's managed hosts
+// file: the pod IP with its hostname), /etc/hostname and /etc/resolv.conf
+// (the node's DNS) under DataDir/etc/<container ID> and mounts them.
+//
 // Ports: each Port is a listener on the node (HostIP:HostPort, HostPort 0
 // picks a free one) whose connections the runtime forwards to
-// 127.0.0.1:ContainerPort inside the container's network namespace (TCP
-// only, for now).
+// PodIP:ContainerPort when the task has a PodIP, else to
+// 127.0.0.1:ContainerPort inside the task's network namespace (TCP only,
+// for now). A HostNetwork task serves its ports on the node itself: no
+// listener, and each port is reported bound at HostPort = ContainerPort.
 //
 // Exec (runtimes.Execer: kubectl exec and cp, exec probes and hooks) runs
 // a process in a running task with the container's process settings;
 // DialPort (runtimes.PortDialer: kubectl port-forward) connects to a port
-// of the task's network namespace. See exec.go. The container has its own network namespace with only a
-// loopback interface until orca has a pod network.
+// of the task's network namespace. See exec.go.
 package containerd
 
 import (
@@ -105,6 +114,7 @@ const (
 	LabelLogPath       = "orca.io/log-path"   // TaskSpec.LogPath
 	LabelPorts         = "orca.io/ports"      // JSON of the []runtimes.PortBinding
 	LabelStartedAt     = "orca.io/started-at" // RFC 3339 with nanoseconds, set once the task started
+	LabelPodIP         = "orca.io/pod-ip"     // TaskSpec.PodIP of a task in its pod's network namespace
 )
 
 // Config configures a Runtime.
@@ -361,7 +371,7 @@ func (r *Runtime) remove(ctx context.Context, c ctrd.Container, tk ctrd.Task, op
 	if err := c.Delete(ctx, ctrd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete containerd container %s: %w", c.ID(), err)
 	}
-	return nil
+	return os.RemoveAll(r.etcDir(c.ID()))
 }
 
 // Close stops following the tasks (their output stays in the FIFOs until

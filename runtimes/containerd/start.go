@@ -78,7 +78,7 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("read config of image %s: %v: %w", img.Name(), err, runtimes.ErrImage)
 	}
-	fwd, err := listen(spec.Ports)
+	fwd, err := listenFor(spec)
 	if err != nil {
 		return runtimes.TaskStatus{}, err
 	}
@@ -110,6 +110,9 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 	if b := fwd.bindings(); len(b) > 0 {
 		j, _ := json.Marshal(b)
 		labels[LabelPorts] = string(j)
+	}
+	if spec.PodIP != "" && !spec.HostNetwork {
+		labels[LabelPodIP] = spec.PodIP
 	}
 	begin := time.Now()
 	c, err := r.client.NewContainer(ctx, cid,
@@ -168,7 +171,7 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 	if _, err := c.SetLabels(ctx, map[string]string{LabelStartedAt: started.UTC().Format(time.RFC3339Nano)}); err != nil {
 		r.log.Warn("label the start time", "task", spec.ID, "err", err)
 	}
-	fwd.serve(r.ctx, netnsPath(tk.Pid()))
+	fwd.serve(r.ctx, netnsPath(tk.Pid()), labels[LabelPodIP])
 	r.mu.Lock()
 	r.tasks[spec.ID] = t
 	r.mu.Unlock()
@@ -184,13 +187,15 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 // specOpts builds the OCI spec on containerd's defaults for Linux (its own
 // pid, mount, ipc, uts and network namespaces, default capabilities and
 // mounts): the image's config with Kubernetes' Command/Args/Env rules, the
-// pod's hostname, the cgroup and its limits.
+// pod's hostname, the cgroup, the pod's network (withNetwork) and the
+// limits.
 func (r *Runtime) specOpts(cid string, spec runtimes.TaskSpec, ic ocispec.ImageConfig) []oci.SpecOpts {
 	opts := []oci.SpecOpts{
 		checkImageUser(spec, ic),
 		withImageConfig(ic, spec),
 		oci.WithHostname(hostname(spec.PodName)),
 		oci.WithCgroup(r.cgroupsPath(cid)),
+		r.withNetwork(cid, spec),
 	}
 	if l := spec.MemoryLimitBytes; l > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(l)))

@@ -88,7 +88,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // is True or svc publishes not-ready addresses, else a notReadyAddress).
 // Its ports are svc's ports whose targetPort resolves on the pod (as
 // podutil.FindPort), each mapped to the node port from the pod's
-// host-ports annotation (the containerPort itself when absent). Addresses
+// host-ports annotation (the containerPort itself when absent); when a
+// port maps to a node port the address is the pod's status.hostIP (its
+// ports are served there: pod IPs are reachable from their node only,
+// until the pod network spans the cluster), else its status.podIP. Addresses
 // with the same port list share a subset; subsets, addresses and ports are
 // sorted so that the result is deterministic.
 func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSubset {
@@ -108,6 +111,7 @@ func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 			hostPorts = map[int32]int32{}
 		}
 		var ports []corev1.EndpointPort
+		viaNode := false // a port is served on the node: the address is status.hostIP
 		for i := range svc.Spec.Ports {
 			sp := &svc.Spec.Ports[i]
 			cp, err := FindPort(pod, sp)
@@ -116,7 +120,7 @@ func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 			}
 			port := cp
 			if hp, ok := hostPorts[cp]; ok && hp > 0 {
-				port = hp
+				port, viaNode = hp, true
 			}
 			ports = append(ports, corev1.EndpointPort{Name: sp.Name, Port: port, Protocol: protocolOf(sp.Protocol), AppProtocol: sp.AppProtocol})
 		}
@@ -131,8 +135,12 @@ func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 			groups[k] = g
 		}
 		node := pod.Spec.NodeName
+		ip := pod.Status.PodIP
+		if viaNode && pod.Status.HostIP != "" {
+			ip = pod.Status.HostIP
+		}
 		addr := corev1.EndpointAddress{
-			IP: pod.Status.PodIP,
+			IP: ip,
 			TargetRef: &corev1.ObjectReference{
 				Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 			},

@@ -98,3 +98,39 @@ func TestComputeSubsets(t *testing.T) {
 		t.Fatalf("publishNotReadyAddresses: %+v", got)
 	}
 }
+
+// A pod in the pod network (its own IP, reachable from its node only) is
+// published at its node's address and host port while it has one; a pod
+// without host ports (hostNetwork) at its podIP and containerPort.
+func TestComputeSubsetsPodNetwork(t *testing.T) {
+	ready := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	mk := func(name, podIP string, hostPorts map[int32]int32) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 80}}}}},
+			Status:     corev1.PodStatus{HostIP: "192.0.2.1", PodIP: podIP, Conditions: ready, Phase: corev1.PodRunning},
+		}
+		if hostPorts != nil {
+			p.Annotations = map[string]string{nodeapi.AnnotationHostPorts: nodeapi.EncodeHostPorts(hostPorts)}
+		}
+		return p
+	}
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80, TargetPort: intstr.FromInt32(80)}}}}
+	got := ComputeSubsets(svc, []*corev1.Pod{mk("bridged", "10.88.0.7", map[int32]int32{80: 40001}), mk("host", "192.0.2.1", nil)})
+	if len(got) != 2 {
+		t.Fatalf("subsets %+v", got)
+	}
+	for _, s := range got {
+		a, p := s.Addresses[0], s.Ports[0].Port
+		switch a.TargetRef.Name {
+		case "bridged":
+			if a.IP != "192.0.2.1" || p != 40001 {
+				t.Errorf("bridged pod at %s:%d, want its node's 192.0.2.1:40001", a.IP, p)
+			}
+		case "host":
+			if a.IP != "192.0.2.1" || p != 80 {
+				t.Errorf("hostNetwork pod at %s:%d, want 192.0.2.1:80", a.IP, p)
+			}
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent"
+	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/runtimes"
 	containerdruntime "github.com/orca-edge/orca/runtimes/containerd"
 	"github.com/orca-edge/orca/runtimes/logfile"
@@ -49,6 +50,23 @@ type options struct {
 	containerdAddress string
 	privileged        bool
 	volumeSync        time.Duration
+	podNet            podNetOptions
+}
+
+// podNetOptions are the pod network's flags (nodeagent/podnet).
+type podNetOptions struct {
+	enabled    bool
+	cidr       string
+	bridge     string
+	pluginDirs []string
+	masquerade bool
+}
+
+func (p podNetOptions) config() *podnet.Config {
+	if !p.enabled {
+		return nil
+	}
+	return &podnet.Config{PodCIDR: p.cidr, Bridge: p.bridge, PluginDirs: p.pluginDirs, DisableIPMasq: !p.masquerade}
 }
 
 func main() {
@@ -78,6 +96,11 @@ func main() {
 	f.StringVar(&o.containerdAddress, "containerd-address", "", "socket of an existing containerd to use (e.g. /run/containerd/containerd.sock); default: start and supervise a private containerd under --data-dir/containerd when the containerd binary is on PATH")
 	f.BoolVar(&o.privileged, "allow-privileged", false, "let containers with securityContext.privileged run (the kubelet's former flag); without it they wait with CreateContainerConfigError")
 	f.DurationVar(&o.volumeSync, "volume-sync-period", 10*time.Second, "how often configMap, secret and projected volumes are re-read and updated in place, and emptyDir sizeLimits checked")
+	f.BoolVar(&o.podNet.enabled, "pod-network", true, "give each container pod a network namespace on the node bridge with its own IP (CNI bridge, host-local, loopback); without the plugins, or off, containers are reached through host ports only")
+	f.StringVar(&o.podNet.cidr, "pod-cidr", "", "IPv4 subnet of this node's pod IPs (default: the Node's spec.podCIDR, else "+podnet.DefaultPodCIDR+")")
+	f.StringVar(&o.podNet.bridge, "pod-bridge", podnet.DefaultBridge, "name of the node bridge of the pod network")
+	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
+	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -170,6 +193,7 @@ func run(ctx context.Context, o options) error {
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync,
+		PodNetwork: o.podNet.config(),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,170 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/nodeagent/podnet"
+	"github.com/orca-edge/orca/runtimes"
+)
+
+// Event reasons of the pod network (the first is the kubelet's).
+const (
+	reasonFailedCreatePodSandbox = "FailedCreatePodSandBox"
+	reasonPodNetworkUnavailable  = "PodNetworkUnavailable"
+)
+
+// sandboxRetry is how soon a pod whose sandbox could not be set up tries
+// again.
+const sandboxRetry = 2 * time.Second
+
+// startPodNetwork builds the pod network of Config.PodNetwork once the
+// Node is registered: its pod CIDR is Config.PodNetwork.PodCIDR, else
+// the Node's spec.podCIDR, else podnet.DefaultPodCIDR. Without the CNI
+// plugins the node runs container pods as before (each container in a
+// namespace of its own, its ports forwarded from the node), says so in
+// one log line and a Node event, and fails no pod. Other errors (the
+// state directory cannot be written) end Run.
+func (a *Agent) startPodNetwork(ctx context.Context) error {
+	if a.cfg.PodNetwork == nil {
+		return nil
+	}
+	cfg := *a.cfg.PodNetwork
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(a.cfg.DataDir, "podnet")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = a.log
+	}
+	if cfg.PodCIDR == "" {
+		if obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName); err == nil {
+			cfg.PodCIDR = obj.(*corev1.Node).Spec.PodCIDR
+		}
+	}
+	n, err := podnet.New(cfg)
+	if errors.Is(err, podnet.ErrPluginsMissing) {
+		msg := fmt.Sprintf("no pod network: %v; container pods run in a network namespace per container, reached through host ports only", err)
+		a.log.Warn(msg)
+		if obj, gerr := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName); gerr == nil {
+			a.recorder.Event(obj, "", corev1.EventTypeWarning, reasonPodNetworkUnavailable, truncateMessage(msg))
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nodeagent: node %s: %w", a.cfg.NodeName, err)
+	}
+	a.podnet = n
+	a.log.Info("pod network ready", "bridge", n.Config().Bridge, "podCIDR", n.PodCIDR().String())
+	return nil
+}
+
+// PodNetwork returns the agent's pod network, or nil when it has none
+// (Config.PodNetwork nil, or the CNI plugins are missing).
+func (a *Agent) PodNetwork() *podnet.Network { return a.podnet }
+
+// gcSandboxes tears down the sandboxes of pods no longer on this node
+// (deleted while the agent was down), as the kubelet's sandbox GC. The
+// node's pods are listed after the sandboxes: one set up meanwhile counts
+// as live.
+func (a *Agent) gcSandboxes(ctx context.Context) {
+	if a.podnet == nil {
+		return
+	}
+	var live map[string]bool
+	removed, err := a.podnet.GC(ctx, func(uid string) bool {
+		if live == nil {
+			live = map[string]bool{}
+			for _, o := range a.nodePods.List("", nil) {
+				live[string(o.GetUID())] = true
+			}
+		}
+		return live[uid]
+	})
+	if len(removed) > 0 {
+		a.log.Info("removed the sandboxes of pods no longer on this node", "pods", removed)
+	}
+	if err != nil {
+		a.log.Warn("sandbox garbage collection", "err", err)
+	}
+}
+
+// usesPodNetwork reports whether the worker's pod runs in a sandbox of
+// the pod network: a container pod (RuntimeClass handler runc) outside
+// the node's network, on a node with a pod network.
+func (w *podWorker) usesPodNetwork() bool {
+	return w.a.podnet != nil && w.rt != nil && w.rt.Handler() == nodeapi.HandlerContainerd && !w.pod.Spec.HostNetwork
+}
+
+// ensureSandbox sets up the pod's sandbox before its first container (or
+// takes back the one a previous agent made, for adopted containers). It
+// reports whether containers may start; when the set-up failed, the
+// containers wait in ContainerCreating, an Event says why and the worker
+// tries again after sandboxRetry.
+func (w *podWorker) ensureSandbox(ctx context.Context) bool {
+	if w.sandbox != nil || !w.usesPodNetwork() {
+		return true
+	}
+	sb, err := w.a.podnet.Setup(ctx, podnet.Pod{Namespace: w.ns, Name: w.name, UID: string(w.uid)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		w.a.log.Warn("pod sandbox set-up failed", "pod", w.key(), "err", logText(err.Error()))
+		if w.pod != nil {
+			w.a.recorder.Event(w.pod, "", corev1.EventTypeWarning, reasonFailedCreatePodSandbox, truncateMessage("Failed to create pod sandbox: "+err.Error()))
+		}
+		w.after(time.Now().Add(sandboxRetry))
+		return false
+	}
+	w.sandbox, w.podIP = &sb, sb.IP
+	return true
+}
+
+// teardownSandbox removes the pod's sandbox (its containers have
+// stopped). A failure is logged; the sandbox GC of the next agent start
+// tries again.
+func (w *podWorker) teardownSandbox(ctx context.Context) {
+	if w.a.podnet == nil || w.uid == "" {
+		return
+	}
+	if err := w.a.podnet.Teardown(context.WithoutCancel(ctx), string(w.uid)); err != nil {
+		w.a.log.Warn("pod sandbox teardown failed", "pod", w.key(), "err", err)
+	}
+	w.sandbox = nil
+}
+
+// networkSpec sets the network fields of a task of the pod.
+func (w *podWorker) networkSpec(spec *runtimes.TaskSpec) {
+	spec.HostNetwork = w.pod.Spec.HostNetwork
+	if w.sandbox != nil && !spec.HostNetwork {
+		spec.NetNSPath, spec.PodIP = w.sandbox.NetNSPath, w.sandbox.IP
+	}
+}
+
+// statusPodIP is the pod's status.podIP: its sandbox's address ("" until
+// it has one, as the kubelet), else (a hostNetwork pod, a WASM pod, a
+// node without pod network) the node's.
+func (w *podWorker) statusPodIP() string {
+	if w.podIP != "" && !w.pod.Spec.HostNetwork {
+		return w.podIP
+	}
+	if w.usesPodNetwork() {
+		return ""
+	}
+	return w.a.cfg.NodeIP
+}
+
+// sandboxIP is the IP of the pod's sandbox while it has one, else "".
+func (w *podWorker) sandboxIP() string {
+	if w.sandbox == nil {
+		return ""
+	}
+	return w.sandbox.IP
+}
