@@ -80,7 +80,8 @@ func (s *Server) discovery(c echo.Context, gv schema.GroupVersion, segs []string
 	}
 	list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
 	if gv.Group == orcaGroup && gv.Version == "v1" {
-		list.APIResources = []metav1.APIResource{{Name: "wasmmodules", SingularName: "wasmmodule", Kind: "WasmModule", Verbs: metav1.Verbs{"get", "list", "update"}}}
+		list.APIResources = []metav1.APIResource{{Name: "wasmmodules", SingularName: "wasmmodule", Kind: "WasmModule", Verbs: metav1.Verbs{"get", "list", "update"}},
+			{Name: "images", SingularName: "image", Kind: "ContainerImage", Verbs: metav1.Verbs{"get", "list", "update"}}}
 		return c.JSON(http.StatusOK, list)
 	}
 	found := false

@@ -59,6 +59,9 @@ func (s *Server) orcaAPI(c echo.Context) error {
 	if len(segs) == 3 {
 		return s.discovery(c, schema.GroupVersion{Group: orcaGroup, Version: "v1"}, segs)
 	}
+	if segs[3] == "images" && len(segs) <= 5 {
+		return s.images(c, segs) // images.go
+	}
 	if segs[3] != "wasmmodules" || len(segs) > 5 {
 		return notFoundPath(c.Request().URL.Path)
 	}

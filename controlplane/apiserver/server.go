@@ -61,6 +61,9 @@ type Config struct {
 	// Modules stores pushed WASM modules. When nil, module pushes answer
 	// 503 ServiceUnavailable.
 	Modules ModulePusher
+	// Images stores pushed OCI image archives (`orca image push`,
+	// /apis/orca.dev/v1/images). When nil, those requests answer 503.
+	Images ImageStore
 	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 3 MiB
 	// (Kubernetes' own limit). Module pushes have their own 64 MiB bound.
 	MaxBodyBytes int64
@@ -104,6 +107,7 @@ type Server struct {
 
 	readOnly, mutating chan struct{} // in-flight request slots (limitRequests)
 	modulePushes       chan struct{} // module pushes in progress (maxModulePushes)
+	imagePushes        chan struct{} // image pushes in progress (maxImagePushes)
 
 	healthMu  sync.Mutex // guards downSince
 	downSince time.Time  // when the NATS connection was seen down; zero while up
@@ -160,7 +164,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, resources: map[string]store.Resource{},
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
-		modulePushes: make(chan struct{}, maxModulePushes)}
+		modulePushes: make(chan struct{}, maxModulePushes),
+		imagePushes:  make(chan struct{}, maxImagePushes)}
 	if s.nc != nil {
 		s.watchNATS()
 	}

@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +12,16 @@ import (
 	"time"
 
 	ctrd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/content"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
+	"github.com/containerd/containerd/images/archive"
+	"github.com/containerd/containerd/platforms"
 	"github.com/containerd/containerd/remotes"
 	"github.com/containerd/containerd/remotes/docker"
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/orca-edge/orca/runtimes"
 )
@@ -137,23 +142,61 @@ func (r *Runtime) importFromSource(ctx context.Context, name, dgst string) (ctrd
 		return nil, fmt.Errorf("cluster image store: open image %s (%s): %v: %w", name, dgst, err, runtimes.ErrImage)
 	}
 	defer rc.Close()
-	imgs, err := r.client.Import(ctx, rc,
-		ctrd.WithImageRefTranslator(func(string) string { return "" }), // only name the image we were asked for
-		ctrd.WithDigestRef(func(d digest.Digest) string {
-			if d == want {
-				return name
-			}
-			return ""
-		}))
+	m, err := r.importImage(ctx, rc, want, name)
 	if err != nil {
 		return nil, fmt.Errorf("cluster image store: import image %s (%s): %v: %w", name, dgst, err, runtimes.ErrImage)
 	}
-	if len(imgs) == 0 {
-		return nil, fmt.Errorf("cluster image store: the archive of %s holds no image %s for this platform: %w", name, dgst, runtimes.ErrImage)
-	}
-	img := ctrd.NewImage(r.client, imgs[0])
+	img := ctrd.NewImage(r.client, m)
 	r.log.Info("image imported from the cluster image store", "image", name, "digest", dgst, "took", time.Since(begin))
 	return img, nil
+}
+
+// importImage reads the OCI image layout archive rc into the content
+// store and names its image want (an entry of its index.json) name, as
+// Client.Import does but without naming anything else: the archive's own
+// names (its annotations) may differ from the reference it was pushed as,
+// and must not move the node's other images.
+func (r *Runtime) importImage(ctx context.Context, rc io.Reader, want digest.Digest, name string) (images.Image, error) {
+	ctx, done, err := r.client.WithLease(ctx)
+	if err != nil {
+		return images.Image{}, err
+	}
+	defer done(ctx)
+	cs := r.client.ContentStore()
+	index, err := archive.ImportIndex(ctx, cs, rc)
+	if err != nil {
+		return images.Image{}, err
+	}
+	b, err := content.ReadBlob(ctx, cs, index)
+	if err != nil {
+		return images.Image{}, err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return images.Image{}, fmt.Errorf("index.json: %w", err)
+	}
+	var target *ocispec.Descriptor
+	for i := range idx.Manifests {
+		if idx.Manifests[i].Digest == want {
+			target = &idx.Manifests[i]
+		}
+	}
+	if target == nil {
+		return images.Image{}, fmt.Errorf("its index.json does not list image %s", want)
+	}
+	// Label each blob with its children (for containerd's garbage
+	// collector), this node's platform only.
+	handler := images.SetChildrenLabels(cs, images.FilterPlatforms(images.ChildrenHandler(cs), platforms.Default()))
+	if err := images.WalkNotEmpty(ctx, handler, *target); err != nil {
+		return images.Image{}, err
+	}
+	is := r.client.ImageService()
+	img := images.Image{Name: name, Target: *target}
+	out, err := is.Update(ctx, img, "target")
+	if errdefs.IsNotFound(err) {
+		out, err = is.Create(ctx, img)
+	}
+	return out, err
 }
 
 // pull pulls name from its registry and unpacks it for the snapshotter.

@@ -24,6 +24,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/runtimes/imagestore"
 	"github.com/orca-edge/orca/wasm"
 )
 
@@ -159,7 +160,11 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules,
+		images, err := imagestore.New(ctx, st.JetStream())
+		if err != nil {
+			return err
+		}
+		api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections})
 		if err != nil {

@@ -71,10 +71,11 @@ func newWasmListCommand() *cobra.Command {
 }
 
 type pushOptions struct {
-	name    string
-	server  string
-	natsURL string
-	timeout time.Duration
+	name     string
+	server   string
+	natsURL  string
+	timeout  time.Duration
+	progress string
 }
 
 func newWasmPushCommand() *cobra.Command {
@@ -94,18 +95,19 @@ it is pushed straight into NATS.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.server, _ = cmd.Flags().GetString("server")
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.name, "name", "", "module name and tag, e.g. hello-wasm:v1 (required; no tag means :latest)")
 	f.StringVar(&o.natsURL, "nats-url", "", "push directly to this NATS server instead of the apiserver")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	f.StringVar(&o.progress, "progress", progressAuto, "show the upload's progress: auto (on a terminal), always or never")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 
-func (o *pushOptions) run(ctx context.Context, out io.Writer, file string) error {
+func (o *pushOptions) run(ctx context.Context, out, errOut io.Writer, file string) error {
 	if _, err := wasm.ParseRef(o.name); err != nil {
 		return err
 	}
@@ -116,14 +118,19 @@ func (o *pushOptions) run(ctx context.Context, out io.Writer, file string) error
 	if err := wasm.CheckBinary(data); err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
+	body, done, err := withProgress(bytes.NewReader(data), int64(len(data)), "push "+o.name, errOut, o.progress)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	var digest string
 	if o.natsURL != "" {
-		digest, err = pushNATS(ctx, o.natsURL, o.name, data)
+		digest, err = pushNATS(ctx, o.natsURL, o.name, body)
 	} else {
-		digest, err = pushHTTP(ctx, o.server, o.name, data)
+		digest, err = pushHTTP(ctx, o.server, o.name, body, int64(len(data)))
 	}
+	done()
 	if err != nil {
 		return fmt.Errorf("push %s as %s: %w", file, o.name, err)
 	}
@@ -131,7 +138,7 @@ func (o *pushOptions) run(ctx context.Context, out io.Writer, file string) error
 	return nil
 }
 
-func pushNATS(ctx context.Context, natsURL, name string, data []byte) (string, error) {
+func pushNATS(ctx context.Context, natsURL, name string, data io.Reader) (string, error) {
 	nc, err := nats.Connect(natsURL, nats.Name("orca wasm push"))
 	if err != nil {
 		return "", fmt.Errorf("connect to %s: %w", natsURL, err)
@@ -145,18 +152,19 @@ func pushNATS(ctx context.Context, natsURL, name string, data []byte) (string, e
 	if err != nil {
 		return "", err
 	}
-	return ms.Push(ctx, name, bytes.NewReader(data))
+	return ms.Push(ctx, name, data)
 }
 
 // pushHTTP PUTs the module to the apiserver. The response is JSON with a
 // "digest" field, or the digest as plain text; an error response is a
 // Kubernetes Status whose message is reported.
-func pushHTTP(ctx context.Context, server, name string, data []byte) (string, error) {
+func pushHTTP(ctx context.Context, server, name string, data io.Reader, size int64) (string, error) {
 	u := strings.TrimRight(server, "/") + WasmModulesPath + url.PathEscape(name)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, data)
 	if err != nil {
 		return "", err
 	}
+	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/wasm")
 	req.Header.Set("Accept", "application/json")
 	resp, err := http.DefaultClient.Do(req)

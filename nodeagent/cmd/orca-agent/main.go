@@ -28,6 +28,7 @@ import (
 	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/runtimes"
 	containerdruntime "github.com/orca-edge/orca/runtimes/containerd"
+	"github.com/orca-edge/orca/runtimes/imagestore"
 	"github.com/orca-edge/orca/runtimes/logfile"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
@@ -51,6 +52,8 @@ type options struct {
 	privileged        bool
 	volumeSync        time.Duration
 	podNet            podNetOptions
+	// images: see the README's Images section
+	insecureRegistries []string
 }
 
 // podNetOptions are the pod network's flags (nodeagent/podnet).
@@ -101,6 +104,7 @@ func main() {
 	f.StringVar(&o.podNet.bridge, "pod-bridge", podnet.DefaultBridge, "name of the node bridge of the pod network")
 	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
 	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
+	f.StringSliceVar(&o.insecureRegistries, "insecure-registries", nil, "registry hosts (host:port, as image references name them) pulled from over plain HTTP; loopback registries always are")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -177,7 +181,7 @@ func run(ctx context.Context, o options) error {
 	rts := []runtimes.Runtime{wz}
 	missing := map[string]string{}
 	if o.containerd {
-		ctr, err := startContainerd(ctx, o)
+		ctr, err := startContainerd(ctx, o, st)
 		if err != nil {
 			missing[nodeapi.HandlerContainerd] = err.Error()
 		} else {
@@ -214,7 +218,11 @@ func run(ctx context.Context, o options) error {
 // --containerd-address, or on a private daemon the agent starts and
 // supervises under <data-dir>/containerd. Its error says why container
 // pods cannot run on this node and what would enable them.
-func startContainerd(ctx context.Context, o options) (*containerdruntime.Runtime, error) {
+func startContainerd(ctx context.Context, o options, st *store.Store) (*containerdruntime.Runtime, error) {
+	images, err := imagestore.New(ctx, st.JetStream()) // images of `orca image push`
+	if err != nil {
+		return nil, err
+	}
 	addr := o.containerdAddress
 	if addr == "" {
 		if _, err := exec.LookPath("containerd"); err != nil {
@@ -241,7 +249,8 @@ func startContainerd(ctx context.Context, o options) (*containerdruntime.Runtime
 		addr = sup.Address()
 		slog.Info("containerd started", "address", addr, "dataDir", sup.DataDir())
 	}
-	rt, err := containerdruntime.New(ctx, containerdruntime.Config{Address: addr, DataDir: filepath.Join(o.dataDir, "runc")})
+	rt, err := containerdruntime.New(ctx, containerdruntime.Config{Address: addr, DataDir: filepath.Join(o.dataDir, "runc"),
+		ImageSource: images, InsecureRegistries: o.insecureRegistries})
 	if err != nil {
 		return nil, err
 	}
