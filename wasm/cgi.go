@@ -64,6 +64,9 @@ type HandlerConfig struct {
 	MaxConcurrent int
 	// MaxBodyBytes bounds chunked request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Mounts are host directories preopened for every instance (see
+	// CommandConfig.Mounts); instances of concurrent requests share them.
+	Mounts []Mount
 }
 
 // CGIHandler is an http.Handler that serves each request with a fresh
@@ -114,7 +117,7 @@ func (m *Module) NewCGIHandler(cfg HandlerConfig) *CGIHandler {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &CGIHandler{
 		mod:     m,
-		base:    baseConfig(cfg.Args, cfg.Stderr),
+		base:    withMounts(baseConfig(cfg.Args, cfg.Stderr), cfg.Mounts),
 		env:     env,
 		stderr:  cfg.Stderr,
 		limit:   cfg.MemoryLimitBytes,

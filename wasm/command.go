@@ -25,6 +25,9 @@ type CommandConfig struct {
 	// returned to the OS before Run returns. 0 means the wasm32 maximum of
 	// 4 GiB.
 	MemoryLimitBytes int64
+	// Mounts are host directories preopened for the guest (none: the
+	// guest sees no filesystem).
+	Mounts []Mount
 }
 
 // ExitStatus is how an instance ended.
@@ -47,7 +50,7 @@ func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
 		return ExitStatus{ExitCode: ExitCodeKilled, Reason: ReasonOOMKilled,
 			Message: fmt.Sprintf("module needs %d bytes of memory to start, limit is %d", m.minMemory, cfg.MemoryLimitBytes)}
 	}
-	mc := withEnv(baseConfig(cfg.Args, cfg.Stderr), cfg.Env)
+	mc := withEnv(withMounts(baseConfig(cfg.Args, cfg.Stderr), cfg.Mounts), cfg.Env)
 	if cfg.Stdin != nil {
 		mc = mc.WithStdin(cfg.Stdin)
 	}

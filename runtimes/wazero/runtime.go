@@ -231,6 +231,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if dup {
 		return runtimes.TaskStatus{}, fmt.Errorf("start %s: ID already in use", taskName(spec))
 	}
+	mounts, err := preopens(spec)
+	if err != nil {
+		return runtimes.TaskStatus{}, fmt.Errorf("start %s: %w", taskName(spec), err)
+	}
 	mod, err := r.load(ctx, spec.Image)
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("start %s: %w", taskName(spec), err)
@@ -243,7 +247,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if limit <= 0 {
 		limit = r.cfg.DefaultMemoryLimitBytes
 	}
-	t := &task{spec: spec, log: logf, done: make(chan struct{}),
+	t := &task{spec: spec, mounts: mounts, log: logf, done: make(chan struct{}),
 		status: runtimes.TaskStatus{ID: spec.ID, State: runtimes.StateRunning, StartedAt: time.Now(), Spec: spec}}
 	if len(spec.Ports) > 0 {
 		err = t.startHTTP(mod, limit, r.cfg.MaxConcurrentRequests)

@@ -18,9 +18,10 @@ import (
 
 // task is one running attempt of one container.
 type task struct {
-	spec runtimes.TaskSpec
-	log  *logfile.File
-	done chan struct{} // closed by finish
+	spec   runtimes.TaskSpec
+	mounts []wasm.Mount // spec.Mounts as WASI preopens (mounts.go)
+	log    *logfile.File
+	done   chan struct{} // closed by finish
 
 	// command model
 	cancel context.CancelFunc
@@ -70,6 +71,7 @@ func (t *task) startCommand(mod *wasm.Module, limit int64) {
 			Stdout:           t.log.Writer(logfile.Stdout),
 			Stderr:           t.log.Writer(logfile.Stderr),
 			MemoryLimitBytes: limit,
+			Mounts:           t.mounts,
 		})
 		t.finish(st)
 	}()
@@ -120,6 +122,7 @@ func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error
 		Stderr:           t.log.Writer(logfile.Stderr),
 		MemoryLimitBytes: limit,
 		MaxConcurrent:    maxConcurrent,
+		Mounts:           t.mounts,
 	})
 	t.status.Ports = bindings
 	for _, ln := range lns {

@@ -9,7 +9,11 @@
 //	cat <path> error=<error>                   (comma-separated)
 //	write <path>=ok | write <path> error=<err> for each path in $PROBE_WRITE
 //
-// then, with $PROBE_WATCH=<path>, prints "watch <path>=<content>" each
+// As a CGI program (GATEWAY_INTERFACE set: a WASM HTTP-model guest) it
+// first writes a "Content-Type: text/plain" header, so the lines are the
+// response's body.
+//
+// Then, with $PROBE_WATCH=<path>, prints "watch <path>=<content>" each
 // time that file's content changes (polled every 50 ms) until stopped;
 // without it, it exits 0.
 package main
@@ -24,6 +28,9 @@ import (
 )
 
 func main() {
+	if os.Getenv("GATEWAY_INTERFACE") != "" {
+		fmt.Print("Content-Type: text/plain\r\n\r\n")
+	}
 	if os.Getenv("PROBE_IDS") != "" {
 		var groups []string
 		gs, _ := os.Getgroups()
