@@ -275,6 +275,7 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, metav1validation.ValidateLabels(sp.NodeSelector, p.Child("nodeSelector"))...)
+	errs = append(errs, validateVolumes(sp, p)...)
 	return errs
 }
 
