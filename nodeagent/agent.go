@@ -101,6 +101,10 @@ type Config struct {
 	// volumes are re-read from the store and updated in place, and
 	// emptyDir sizeLimits checked. Default 10s.
 	VolumeSyncPeriod time.Duration
+	// MaxStreams bounds the exec, attach and port-forward streams (one
+	// per forwarded connection) served at once; one more is refused with
+	// 429. Default DefaultMaxStreams (64).
+	MaxStreams int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -277,6 +281,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Wait()
 		return fmt.Errorf("nodeagent: node %s: serve logs: %w", a.cfg.NodeName, err)
 	}
+	streamSub, err := a.serveStreams(ctx)
+	if err != nil {
+		sub.Unsubscribe()
+		cancel()
+		a.pods.wait()
+		wg.Wait()
+		return fmt.Errorf("nodeagent: node %s: serve streams: %w", a.cfg.NodeName, err)
+	}
+	defer streamSub.Unsubscribe()
 	a.readyOnce.Do(func() { close(a.ready) })
 	a.log.Info("node agent running", "ip", a.cfg.NodeIP, "runtimes", a.handlers())
 	<-ctx.Done()

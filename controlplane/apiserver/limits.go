@@ -107,13 +107,16 @@ func exemptPath(path string) bool {
 // subresource log). A watch parameter that does not parse is not a watch
 // (the handler answers 400).
 func isLongRunning(req *http.Request) bool {
+	segs := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if n := len(segs); n >= 3 && segs[n-3] == "pods" && (segs[n-1] == "exec" || segs[n-1] == "attach" || segs[n-1] == "portforward") {
+		return true // streams (Kubernetes' long-running verbs: proxy, exec, attach, portforward)
+	}
 	if req.Method != http.MethodGet {
 		return false
 	}
 	if w, err := strconv.ParseBool(req.URL.Query().Get("watch")); err == nil && w {
 		return true
 	}
-	segs := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	switch {
 	case len(segs) >= 3 && segs[0] == "api" && segs[2] == "watch",
 		len(segs) >= 4 && segs[0] == "apis" && segs[3] == "watch":

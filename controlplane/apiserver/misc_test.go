@@ -363,14 +363,49 @@ func TestModulePushValidates(t *testing.T) {
 	}
 }
 
-func TestUnsupportedPodStreamsSaySo(t *testing.T) {
+// The errors of exec, attach and port-forward come as Statuses before any
+// upgrade, as the Kubernetes apiserver's and kubelet's.
+func TestPodStreamErrors(t *testing.T) {
 	e := newEnv(t)
 	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", podJSON("web"), nil)
-	for _, sub := range []string{"exec", "attach", "portforward"} {
-		code, out := e.do("POST", "/api/v1/namespaces/default/pods/web/"+sub, "", nil)
-		if code != http.StatusBadRequest || !strings.Contains(decodeStatus(t, out).Message, "pods/"+sub+" is not supported") {
-			t.Errorf("%s: %d %s", sub, code, out)
+	bound := podJSON("bound")
+	bound["spec"].(map[string]any)["nodeName"] = "ghost"
+	e.must(http.StatusCreated, "POST", "/api/v1/namespaces/default/pods", "application/json", bound, nil)
+	for _, tc := range []struct {
+		path string
+		code int
+		msg  string
+	}{
+		{"web/exec?command=true&stdout=true", 400, "pod web does not have a host assigned"},
+		{"web/portforward", 400, "pod web does not have a host assigned"},
+		{"nosuch/exec?command=true&stdout=true", 404, `pods "nosuch" not found`},
+		{"bound/exec?command=true", 400, "you must specify at least 1 of stdin, stdout, stderr"},
+		{"bound/exec?stdout=true", 400, "you must specify at least one command"},
+		{"bound/exec?command=true&stdout=true&container=other", 400, "container other is not valid for pod bound"},
+		{"bound/exec?command=true&stdout=true", 400, "is not running"},
+		{"bound/attach?stdout=true", 400, "is not running"},
+		{"bound/portforward", 400, "has no running container"},
+	} {
+		code, out := e.do("POST", "/api/v1/namespaces/default/pods/"+tc.path, "", nil)
+		if code != tc.code || !strings.Contains(decodeStatus(t, out).Message, tc.msg) {
+			t.Errorf("%s: %d %s, want %d %q", tc.path, code, out, tc.code, tc.msg)
 		}
+	}
+	// Running on a node no agent serves: 503 naming the node.
+	obj, err := e.st.Get(context.Background(), store.Pods, "default", "bound")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := obj.(*corev1.Pod)
+	p.Status.Phase = corev1.PodRunning
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, ContainerID: "runc://x",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	if _, err := e.st.Update(context.Background(), store.Pods, p); err != nil {
+		t.Fatal(err)
+	}
+	code, out := e.do("POST", "/api/v1/namespaces/default/pods/bound/exec?command=true&stdout=true", "", nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(decodeStatus(t, out).Message, "node ghost") {
+		t.Errorf("no agent: %d %s", code, out)
 	}
 }
 

@@ -49,10 +49,10 @@ func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 		case http.MethodGet, http.MethodPut, http.MethodPatch:
 			return s.scale(c, ri)
 		}
-	case kind == "Pod" && (ri.sub == "exec" || ri.sub == "attach" || ri.sub == "portforward"):
-		// Streaming subresources need a kubelet-style stream to the node;
-		// say so, rather than a bare 404 (kubectl prints this message).
-		return apierrors.NewBadRequest(fmt.Sprintf("pods/%s is not supported by orca yet: WASM pods have no shell or TTY to attach to; use kubectl logs, or reach pod ports through their Service", ri.sub))
+	case kind == "Pod" && (ri.sub == "exec" || ri.sub == "attach") && (m == http.MethodGet || m == http.MethodPost):
+		return s.podRemoteCommand(c, ri)
+	case kind == "Pod" && ri.sub == "portforward" && (m == http.MethodGet || m == http.MethodPost):
+		return s.podPortForward(c, ri)
 	default:
 		return notFoundPath(c.Request().URL.Path)
 	}
