@@ -38,11 +38,14 @@ type container struct {
 	waiting   *corev1.ContainerStateWaiting    // why it does not run now
 	final     bool                             // terminated and will not be restarted
 
-	ready       bool // readiness probe passed (or none)
-	started     bool // startup probe passed (or none)
-	stopProbes  context.CancelFunc
-	killing     bool      // a liveness failure is stopping the task
-	startFailAt time.Time // last failed Start (back-off)
+	ready        bool // readiness probe passed (or none)
+	started      bool // startup probe passed (or none)
+	stopProbes   context.CancelFunc
+	postStarting bool               // the postStart hook of the task runs
+	stopHook     context.CancelFunc // cancels the running postStart hook
+	postStartErr string             // the failed postStart's message, until the task exited
+	killing      bool               // the agent is stopping the task (probe or hook failure)
+	startFailAt  time.Time          // last failed Start (back-off)
 }
 
 // unknownExit is what the kubelet reports for a container that vanished
@@ -211,6 +214,11 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 	w.event(c, corev1.EventTypeNormal, "Started", "Started container "+c.name)
 	w.a.logs.started(spec.LogPath)
 	w.watchTask(c, w.rt, spec.ID, spec.LogPath)
+	c.postStartErr = ""
+	if lc := c.spec.Lifecycle; lc != nil && lc.PostStart != nil {
+		w.startPostStart(c, lc.PostStart)
+		return
+	}
 	w.startProbes(c)
 }
 
@@ -257,6 +265,11 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 		c.stopProbes()
 		c.stopProbes = nil
 	}
+	if c.stopHook != nil {
+		c.stopHook()
+		c.stopHook = nil
+	}
+	c.postStarting = false
 	reason := st.Reason
 	if reason == "" {
 		reason = "Completed"
@@ -277,6 +290,9 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 		StartedAt: started, FinishedAt: finished, ContainerID: containerID(rt, c.task)}
 	if c.isInit && st.ExitCode == 0 {
 		c.final = true
+	}
+	if c.postStartErr != "" {
+		c.waiting, c.postStartErr = postStartWaiting(c.postStartErr), ""
 	}
 	w.a.logs.exited(w.logPath(c.name, c.attempt))
 	if rt != nil {
@@ -303,8 +319,9 @@ func containerID(rt runtimes.Runtime, id string) string {
 	return rt.Handler() + "://" + id
 }
 
-// killAll stops every running container with grace (concurrently) and
-// records their exits; nothing is restarted afterwards.
+// killAll stops every running container with grace (concurrently, each
+// with its preStop hook first: killContainer) and records their exits;
+// nothing is restarted afterwards.
 func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 	var wg sync.WaitGroup
 	results := make([]runtimes.TaskStatus, len(w.all()))
@@ -314,13 +331,12 @@ func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 			continue
 		}
 		w.event(c, corev1.EventTypeNormal, "Killing", "Stopping container "+c.name)
+		k := w.kill(c, grace)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sctx := context.WithoutCancel(ctx)
-			if err := w.rt.Stop(sctx, c.task, grace); err != nil && !errors.Is(err, runtimes.ErrNotFound) {
-				w.a.log.Warn("stop task failed", "pod", w.key(), "task", c.task, "err", err)
-			}
+			w.killContainer(sctx, k)
 			st, err := w.rt.Inspect(sctx, c.task)
 			if err != nil || st.State != runtimes.StateExited {
 				st = runtimes.TaskStatus{ID: c.task, State: runtimes.StateExited, ExitCode: 137, Reason: "Error", FinishedAt: time.Now()}

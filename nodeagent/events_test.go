@@ -10,6 +10,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
 )
 
 // podEvents returns the reasons of the Events about pod name, with counts.
@@ -29,7 +30,8 @@ func podEvents(e *env, name string) (map[string]int32, []*corev1.Event) {
 
 func TestEvents(t *testing.T) {
 	e := newEnv(t)
-	e.agent("n1", func(c *Config) { c.BackoffBase, c.BackoffMax = 200*time.Millisecond, time.Second })
+	// A runtime that cannot exec: the exec probe is reported, not run.
+	e.agent("n1", func(c *Config) { c.BackoffBase, c.BackoffMax = 200*time.Millisecond, time.Second }, testruntime.NoExec(testruntime.New("runc")))
 	p := simplePod("execprobe", "sleep", corev1.RestartPolicyAlways)
 	p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}
 	e.pod("n1", p)

@@ -29,6 +29,8 @@ func (w *podWorker) phase() corev1.PodPhase {
 	var running, waiting, stopped, succeeded int
 	for _, c := range w.regular {
 		switch {
+		case c.running && c.postStarting:
+			waiting++ // not running until its postStart hook returned
 		case c.running:
 			running++
 		case c.final && c.term != nil:
@@ -70,9 +72,15 @@ func (w *podWorker) containerStatus(c *container) corev1.ContainerStatus {
 	if c.everStarted {
 		st.ContainerID = containerID(w.rt, c.task)
 	}
-	started := c.running && c.started
+	started := c.running && c.started && !c.postStarting
 	st.Started = &started
 	switch {
+	case c.running && c.postStarting:
+		// As the kubelet: not Running until its postStart hook returned.
+		st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		if c.lastState != nil {
+			st.LastTerminationState.Terminated = c.lastState.DeepCopy()
+		}
 	case c.running:
 		st.State.Running = &corev1.ContainerStateRunning{StartedAt: c.startedAt}
 		st.Ready = c.ready

@@ -48,12 +48,14 @@ type podWorker struct {
 	vols      *podVolumes     // prepared volumes (volumes.go); nil until the first container needs them
 }
 
-// workerEvent is a task exit or a probe result of one container's task.
+// workerEvent is a task exit, a probe result or the end of the postStart
+// hook of one container's task.
 type workerEvent struct {
 	container string
 	task      string
 	exit      *runtimes.TaskStatus
 	probe     *probeResult
+	postStart *hookResult
 }
 
 func newPodWorker(m *podManager, ns, name string) *podWorker {
@@ -158,7 +160,7 @@ func (w *podWorker) sync(ctx context.Context) bool {
 	return false
 }
 
-// handle applies a task exit or a probe result.
+// handle applies a task exit, a probe result or a postStart's end.
 func (w *podWorker) handle(ev workerEvent) {
 	c := w.container(ev.container)
 	if c == nil || c.task != ev.task || !c.running {
@@ -169,6 +171,8 @@ func (w *podWorker) handle(ev workerEvent) {
 		w.onExit(c, *ev.exit)
 	case ev.probe != nil:
 		w.onProbe(c, *ev.probe)
+	case ev.postStart != nil:
+		w.onPostStart(c, *ev.postStart)
 	}
 }
 
@@ -368,17 +372,15 @@ func (w *podWorker) terminate(ctx context.Context) bool {
 	return true
 }
 
-// terminationGrace is how long pod's containers get to stop: the
-// deletion's grace period while the pod is being deleted, else
-// spec.terminationGracePeriodSeconds, else 30 s (the API default).
+// terminationGrace is how long pod's containers get to stop, preStop
+// hooks included: the deletion's grace period while the pod is being
+// deleted, else spec.terminationGracePeriodSeconds, else 30 s (the API
+// default).
 func terminationGrace(pod *corev1.Pod) time.Duration {
 	if s := pod.DeletionGracePeriodSeconds; s != nil {
-		return time.Duration(*s) * time.Second
+		return time.Duration(max(*s, 0)) * time.Second
 	}
-	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
-		return time.Duration(*s) * time.Second
-	}
-	return 30 * time.Second
+	return podGrace(pod)
 }
 
 // deleteFromStore deletes the pod of w.uid, re-reading on conflicts.

@@ -247,7 +247,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if limit <= 0 {
 		limit = r.cfg.DefaultMemoryLimitBytes
 	}
-	t := &task{spec: spec, mounts: mounts, log: logf, done: make(chan struct{}),
+	t := &task{spec: spec, mounts: mounts, log: logf, done: make(chan struct{}), killCh: make(chan struct{}),
 		status: runtimes.TaskStatus{ID: spec.ID, State: runtimes.StateRunning, StartedAt: time.Now(), Spec: spec}}
 	if len(spec.Ports) > 0 {
 		err = t.startHTTP(mod, limit, r.cfg.MaxConcurrentRequests)
@@ -297,12 +297,18 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, err
 	}
 }
 
-// Stop ends the task. A command task is closed at once whatever grace is:
-// WASI preview 1 has no signals, so a guest cannot be asked to exit, only
-// killed (exit code 137, reason Error). An HTTP task closes its listeners
-// and lets requests in flight finish for up to grace (exit code 0, reason
-// Completed), then ends those left (exit code 137, reason Error). Stop returns once the task has exited
-// or ctx ends; stopping an exited task is a no-op.
+// Stop ends the task, giving it grace, as a container runtime gives a
+// process between SIGTERM and SIGKILL. A command task is asked nothing
+// (WASI preview 1 has no signals and its stdin is empty, so there is no
+// way to tell a guest to exit): it may run on for up to grace, and if it
+// exits by itself meanwhile (a job finishing its work) it ends with its
+// own exit code; otherwise it is closed when grace ends (exit code 137,
+// reason Error). An HTTP task closes its listeners at once (new
+// connections are refused) and lets requests in flight finish for up to
+// grace (exit code 0, reason Completed), then ends those left (exit code
+// 137, reason Error). A task that has already exited is not waited on;
+// a later Stop with a shorter grace (0: at once) cuts an earlier one
+// short. Stop returns once the task has exited or ctx ends.
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
 	t, err := r.get(id)
 	if err != nil {

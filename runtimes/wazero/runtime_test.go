@@ -319,3 +319,62 @@ func TestHTTPModuleOverItsMemoryLimit(t *testing.T) {
 		t.Errorf("stop of the ended task: %v", err)
 	}
 }
+
+// TestCommandStopGrace: a command gets the grace period to exit by
+// itself (it keeps its own exit code); one that does not is closed when
+// the grace period ends, and a later Stop with grace 0 cuts a long grace
+// short. An exited command is not waited on.
+func TestCommandStopGrace(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, Config{Modules: modules})
+	defer rt.Close(ctx)
+	start := func(id string, env ...string) runtimes.TaskSpec {
+		s := spec(t, id, "job:v1")
+		s.Env = env
+		if _, err := rt.Start(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		storetest.Eventually(t, 30*time.Second, func() error {
+			if l := logOf(t, s); !strings.Contains(l, "sleeping") {
+				return fmt.Errorf("log %q: not sleeping yet", l)
+			}
+			return nil
+		})
+		return s
+	}
+
+	// Exits by itself within its grace period.
+	s := start("finishing", "SLEEP_SECONDS=1", "EXIT_CODE=3")
+	if err := rt.Stop(ctx, s.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Inspect(ctx, s.ID); err != nil || st.State != runtimes.StateExited || st.ExitCode != 3 {
+		t.Errorf("command that finished during its grace period: %+v, %v; want exit code 3", st, err)
+	}
+	if err := rt.Stop(ctx, s.ID, time.Hour); err != nil { // exited: not waited on
+		t.Errorf("Stop of an exited task: %v", err)
+	}
+
+	// Does not exit: closed when the grace period ends.
+	s = start("overrunning", "SLEEP_SECONDS=3600")
+	if err := rt.Stop(ctx, s.ID, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Inspect(ctx, s.ID); err != nil || st.ExitCode != 137 || st.Reason != "Error" || !strings.Contains(st.Message, "grace period ended") {
+		t.Errorf("command past its grace period: %+v, %v", st, err)
+	}
+
+	// A Stop with grace 0 cuts a running grace period short.
+	s = start("cut", "SLEEP_SECONDS=3600")
+	stopped := make(chan error, 1)
+	go func() { stopped <- rt.Stop(ctx, s.ID, time.Hour) }()
+	if err := rt.Stop(ctx, s.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Inspect(ctx, s.ID); err != nil || st.ExitCode != 137 {
+		t.Errorf("command stopped with grace 0 during a long grace: %+v, %v", st, err)
+	}
+}

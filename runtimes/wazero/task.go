@@ -31,6 +31,8 @@ type task struct {
 	servers []*http.Server
 
 	stopOnce sync.Once
+	killOnce sync.Once
+	killCh   chan struct{} // closed when the grace period is over (or by kill)
 	mu       sync.Mutex
 	// status; mu must be held.
 	status  runtimes.TaskStatus
@@ -51,18 +53,26 @@ func (t *task) finish(st wasm.ExitStatus) {
 	t.status.ExitCode = st.ExitCode
 	t.status.Reason = st.Reason
 	t.status.Message = st.Message
-	if t.stopped && st.Reason == wasm.ReasonError && st.ExitCode == wasm.ExitCodeKilled {
-		t.status.Message = "stopped by the runtime (WASI guests get no signals, so they are closed at once)"
+	if t.stopped && st.Reason == wasm.ReasonError && st.ExitCode == wasm.ExitCodeKilled && t.cancel != nil {
+		t.status.Message = "closed by the runtime when its grace period ended (WASI guests get no signals: a command is stopped only by exiting by itself or by its grace period running out)"
 	}
 	t.status.FinishedAt = time.Now()
 	t.mu.Unlock()
 	close(t.done)
 }
 
-// startCommand runs the module's _start as the container's process.
+// startCommand runs the module's _start as the container's process,
+// until it exits or the end of a Stop's grace period closes it.
 func (t *task) startCommand(mod *wasm.Module, limit int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
+	go func() {
+		select {
+		case <-t.killCh:
+			cancel()
+		case <-t.done:
+		}
+	}()
 	go func() {
 		defer cancel()
 		st := mod.Run(ctx, wasm.CommandConfig{
@@ -138,48 +148,73 @@ func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error
 }
 
 // stop ends the task (see Runtime.Stop); it returns at once, done is
-// closed when the task has ended.
+// closed when the task has ended. The first call starts the graceful
+// part (for the HTTP model: closing the listeners and draining the
+// requests in flight; a command is asked nothing); each call bounds it by
+// its grace, so a later, shorter grace (0: kill) still cuts it short.
 func (t *task) stop(grace time.Duration) {
 	t.stopOnce.Do(func() {
 		t.mu.Lock()
 		t.stopped = true
 		t.mu.Unlock()
-		if t.cancel != nil {
-			t.cancel()
-			return
+		if t.servers != nil {
+			go t.drain(grace)
 		}
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), grace)
-			defer cancel()
-			var wg sync.WaitGroup
-			var expired atomic.Bool
-			for _, srv := range t.servers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if srv.Shutdown(ctx) != nil {
-						expired.Store(true)
-					}
-				}()
-			}
-			wg.Wait()
-			t.handler.Cancel()
-			for _, srv := range t.servers {
-				_ = srv.Close()
-			}
-			// The task is exited once its instances are: their memory is
-			// back with the OS (closing the connections above unblocks an
-			// instance reading its request body).
-			t.handler.Close()
-			if expired.Load() {
-				// As a process killed after its grace period.
-				t.finish(wasm.ExitStatus{ExitCode: wasm.ExitCodeKilled, Reason: wasm.ReasonError,
-					Message: fmt.Sprintf("requests still in flight after the grace period of %v were ended", grace)})
-				return
-			}
-			t.finish(wasm.ExitStatus{ExitCode: 0, Reason: wasm.ReasonCompleted})
-		}()
 	})
+	if grace <= 0 {
+		t.killOnce.Do(func() { close(t.killCh) })
+		return
+	}
+	go func() {
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-t.done: // exited in time: nothing to wait for
+		case <-timer.C:
+			t.killOnce.Do(func() { close(t.killCh) })
+		}
+	}()
+}
+
+// drain stops an HTTP task: its listeners close at once, its requests in
+// flight may finish until killCh is closed, then those left are ended.
+func (t *task) drain(grace time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-t.killCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	var expired atomic.Bool
+	for _, srv := range t.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if srv.Shutdown(ctx) != nil {
+				expired.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	t.handler.Cancel()
+	for _, srv := range t.servers {
+		_ = srv.Close()
+	}
+	// The task is exited once its instances are: their memory is
+	// back with the OS (closing the connections above unblocks an
+	// instance reading its request body).
+	t.handler.Close()
+	if expired.Load() {
+		// As a process killed after its grace period.
+		t.finish(wasm.ExitStatus{ExitCode: wasm.ExitCodeKilled, Reason: wasm.ReasonError,
+			Message: fmt.Sprintf("requests still in flight after the grace period of %v were ended", grace)})
+		return
+	}
+	t.finish(wasm.ExitStatus{ExitCode: 0, Reason: wasm.ReasonCompleted})
 }
 
 // kill ends the task without grace.

@@ -19,6 +19,21 @@
 //	bad-image      Start fails with an error wrapping runtimes.ErrImage.
 //
 // Output goes to TaskSpec.LogPath (appended, CRI log format).
+//
+// The runtime is a runtimes.Execer (NoExec hides that); an exec runs one
+// of these commands in a running task and logs "exec: <argv>" first:
+//
+//	exit N         exits with code N at once.
+//	sleep DUR      sleeps DUR (time.ParseDuration), then exits 0; ending
+//	               the context kills it (exit code 137, the context's error).
+//	touch FILE     creates FILE on the host (a test's temp dir), exits 0.
+//	echo WORDS...  writes WORDS joined by spaces and a newline to stdout.
+//	yes N [CODE]   writes N bytes of "y" to stdout, exits CODE (default 0).
+//	exists FILE    exits 0 when FILE exists on the host, else 1.
+//	stop           stops the task as if it exited by itself (exit code 0)
+//	               and exits 0: a preStop that ends the container.
+//
+// Anything else fails to start with an error.
 package testruntime
 
 import (
@@ -27,6 +42,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,22 +57,130 @@ type Runtime struct {
 	handler    string
 	persistent bool
 
-	mu     sync.Mutex // guards tasks and starts
+	mu     sync.Mutex // guards tasks, starts and execs
 	tasks  map[string]*task
 	starts int
+	execs  []string
+	stops  map[string][]time.Duration
 }
 
-var _ runtimes.Runtime = (*Runtime)(nil)
+// StopGraces returns the grace periods Stop was called with for task id
+// so far, in order (kept after the task is removed).
+func (r *Runtime) StopGraces(id string) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.stops[id]...)
+}
+
+// Execs returns the commands exec'd so far, as "<task id>: <argv joined
+// by spaces>", in order.
+func (r *Runtime) Execs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.execs...)
+}
+
+// Exec implements runtimes.Execer with the commands of the package doc.
+func (r *Runtime) Exec(ctx context.Context, id string, opts runtimes.ExecOptions) (int32, error) {
+	t, err := r.get(id)
+	if err != nil {
+		return 0, err
+	}
+	if t.snapshot().State != runtimes.StateRunning {
+		return 0, fmt.Errorf("exec in task %s: task is not running", id)
+	}
+	if len(opts.Command) == 0 {
+		return 0, fmt.Errorf("exec in task %s: empty command", id)
+	}
+	argv := strings.Join(opts.Command, " ")
+	r.mu.Lock()
+	r.execs = append(r.execs, id+": "+argv)
+	r.mu.Unlock()
+	t.logf("exec: %s", argv)
+	out := opts.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	args := opts.Command[1:]
+	switch opts.Command[0] {
+	case "exit":
+		if len(args) == 1 {
+			if n, err := strconv.Atoi(args[0]); err == nil {
+				return int32(n), nil
+			}
+		}
+	case "sleep":
+		if len(args) == 1 {
+			if d, err := time.ParseDuration(args[0]); err == nil {
+				select {
+				case <-time.After(d):
+					return 0, nil
+				case <-ctx.Done():
+					return 137, ctx.Err()
+				case <-t.done:
+					return 137, nil
+				}
+			}
+		}
+	case "touch":
+		if len(args) == 1 {
+			f, err := os.Create(args[0])
+			if err != nil {
+				return 1, nil
+			}
+			return 0, f.Close()
+		}
+	case "echo":
+		fmt.Fprintln(out, strings.Join(args, " "))
+		return 0, nil
+	case "yes":
+		if len(args) == 1 || len(args) == 2 {
+			n, err := strconv.Atoi(args[0])
+			code := 0
+			if len(args) == 2 && err == nil {
+				code, err = strconv.Atoi(args[1])
+			}
+			if err == nil {
+				_, err := out.Write([]byte(strings.Repeat("y", n)))
+				return int32(code), err
+			}
+		}
+	case "exists":
+		if len(args) == 1 {
+			if _, err := os.Stat(args[0]); err != nil {
+				return 1, nil
+			}
+			return 0, nil
+		}
+	case "stop":
+		t.once.Do(func() { close(t.stop) })
+		return 0, nil
+	}
+	return 0, fmt.Errorf("exec in task %s: %q: executable file not found", id, opts.Command[0])
+}
+
+var (
+	_ runtimes.Runtime = (*Runtime)(nil)
+	_ runtimes.Execer  = (*Runtime)(nil)
+)
+
+// NoExec returns rt without its Execer ability (a runtime that cannot run
+// a process in a task, as the wazero runtime).
+func NoExec(rt runtimes.Runtime) runtimes.Runtime { return noExec{rt} }
+
+type noExec struct{ runtimes.Runtime }
 
 // New returns a runtime serving the RuntimeClass handler h ("wasm", "runc").
 // Its Recover returns no tasks, as an in-process runtime's.
-func New(h string) *Runtime { return &Runtime{handler: h, tasks: map[string]*task{}} }
+func New(h string) *Runtime {
+	return &Runtime{handler: h, tasks: map[string]*task{}, stops: map[string][]time.Duration{}}
+}
 
 // NewPersistent returns a runtime whose tasks outlive an agent, as
 // containerd's do: Recover returns every task not removed, so an agent
 // started on the same Runtime adopts them.
 func NewPersistent(h string) *Runtime {
-	return &Runtime{handler: h, persistent: true, tasks: map[string]*task{}}
+	return &Runtime{handler: h, persistent: true, tasks: map[string]*task{}, stops: map[string][]time.Duration{}}
 }
 
 type task struct {
@@ -331,6 +455,9 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.stops[id] = append(r.stops[id], grace)
+	r.mu.Unlock()
 	t.once.Do(func() { close(t.stop) })
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
