@@ -80,6 +80,7 @@ func TestWasmPods(t *testing.T) {
 	long := simplePod("overtime", "job:v1", corev1.RestartPolicyAlways)
 	long.Spec.RuntimeClassName = &rc
 	long.Spec.ActiveDeadlineSeconds = new(int64(2))
+	long.Spec.TerminationGracePeriodSeconds = new(int64(1)) // it never exits by itself
 	long.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SLEEP_SECONDS", Value: "3600"}}
 	e.pod("n1", long)
 	got = e.waitPod("default", "overtime", time.Minute, deadlineExceeded)

@@ -7,6 +7,19 @@
 // runtime listens on each port and serves every request with a fresh
 // instance over CGI/1.1.
 //
+// Stopping (Runtime.Stop) follows a container runtime's SIGTERM, grace,
+// SIGKILL, within what WASI allows. An HTTP handler task stops accepting
+// connections at once and lets the requests in flight finish for up to
+// the grace period, then ends those left. A command task cannot be asked
+// to stop: WASI preview 1 has no signals, and its stdin is empty from the
+// start (a guest blocked reading a pipe would stall the whole
+// single-threaded module, so stdin is no stop channel either). It may run
+// on for up to the grace period and, if it exits by itself meanwhile,
+// ends with its own exit code; otherwise it is closed when the grace
+// period ends (exit code 137, reason Error). A task that has already
+// exited is not waited on. The agent runs a pod's preStop hook before
+// Stop, with the same grace budget.
+//
 // Tasks live in the agent's process, so they die with it: Recover returns
 // none, and the agent restarts them as new attempts.
 //
