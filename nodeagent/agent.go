@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -157,6 +158,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = os.TempDir() + "/orca-agent-" + cfg.NodeName
+	}
+	// Paths under DataDir reach containerd, runc and the CNI plugins.
+	if dir, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = dir
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 10 * time.Second

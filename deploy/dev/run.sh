@@ -31,25 +31,34 @@ if [ ${#busy[@]} -gt 0 ]; then
 fi
 
 mkdir -p "$RUNDIR"
-# Container pods need containerd and runc, and root for the agent's own
-# containerd. As root on a machine without them, install them (one line
-# says so); otherwise run WASM only and say what enables containers.
+# Container pods need containerd and runc (and the CNI plugins for their
+# own pod IPs), and root for the agent's own containerd. As root on a
+# machine without them, install them (one line says so); otherwise run
+# WASM only and say what enables containers.
 containers=1
-if ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "make run: installing containerd and runc for container pods (apt-get install -y containerd runc)..."
-    if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc >"$RUNDIR/apt.log" 2>&1 ||
-           { apt-get update -qq >>"$RUNDIR/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc >>"$RUNDIR/apt.log" 2>&1; }; }; then
-      echo "make run: could not install containerd (see $RUNDIR.apt.log); running WASM pods only" >&2
-      containers=0
-    fi
-  else
-    containers=0
-    echo "make run: containerd is not installed, so this run has WASM pods only; to run containers too: sudo apt-get install -y containerd runc && sudo make run"
-  fi
-elif [ "$(id -u)" != 0 ]; then
+pkgs=()
+command -v containerd >/dev/null 2>&1 || pkgs+=(containerd)
+command -v runc >/dev/null 2>&1 || pkgs+=(runc)
+[ -x /usr/lib/cni/bridge ] || pkgs+=(containernetworking-plugins)
+if [ "$(id -u)" != 0 ]; then
   containers=0
-  echo "make run: the agent's containerd needs root, so this run has WASM pods only; to run containers too: sudo make run"
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    echo "make run: containerd is not set up, so this run has WASM pods only; to run containers too: sudo apt-get install -y containerd runc containernetworking-plugins && sudo make run"
+  else
+    echo "make run: the agent's containerd needs root, so this run has WASM pods only; to run containers too: sudo make run"
+  fi
+elif [ ${#pkgs[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "make run: installing ${pkgs[*]} for container pods (apt-get install -y ${pkgs[*]})..."
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >"$RUNDIR/apt.log" 2>&1 ||
+           { apt-get update -qq >>"$RUNDIR/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >>"$RUNDIR/apt.log" 2>&1; }; }; then
+      echo "make run: could not install them (see $RUNDIR/apt.log)" >&2
+    fi
+  fi
+  if ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+    containers=0
+    echo "make run: no containerd, so this run has WASM pods only; to run containers too: apt-get install -y containerd runc containernetworking-plugins"
+  fi
 fi
 
 ${MAKE:-make} --no-print-directory build

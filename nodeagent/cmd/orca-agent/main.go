@@ -137,6 +137,11 @@ func run(ctx context.Context, o options) error {
 	if o.logMaxFiles < 2 {
 		return fmt.Errorf("--container-log-max-files %d: must be at least 2, as the kubelet's", o.logMaxFiles)
 	}
+	// Absolute: paths under it reach containerd, runc and the CNI plugins,
+	// which do not share the agent's working directory.
+	if o.dataDir, err = filepath.Abs(o.dataDir); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
