@@ -70,6 +70,9 @@ done
 # Each run starts from an empty cluster, so the demo is the same every
 # time; ORCA_KEEP_STATE=1 keeps the previous run's cluster state instead.
 if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
+  # A run that was killed may leave pod network namespaces and container
+  # mounts under the agent's directory: unmount them first.
+  grep -o " $(pwd -P)/$RUNDIR/agent/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r umount -l 2>/dev/null || true
   rm -rf "$RUNDIR/server" "$RUNDIR/agent"
 fi
 pids=()
