@@ -78,6 +78,9 @@ type streamEnv struct {
 
 const streamNode = "edge-s"
 
+// streamCap is the test agent's MaxStreams.
+const streamCap = 2
+
 func newStreamEnv(t *testing.T) *streamEnv {
 	t.Helper()
 	containerdtest.Require(t)
@@ -159,7 +162,7 @@ func newStreamEnv(t *testing.T) *streamEnv {
 	// (The apiserver's bootstrap created RuntimeClass wasm.)
 
 	a, err := nodeagent.New(nodeagent.Config{Store: e.st, NATS: e.nc, NodeName: streamNode, DataDir: filepath.Join(dir, "node"),
-		Runtimes: []runtimes.Runtime{crt, wz}, HeartbeatInterval: 200 * time.Millisecond, StatusInterval: time.Second,
+		Runtimes: []runtimes.Runtime{crt, wz}, MaxStreams: streamCap, HeartbeatInterval: 200 * time.Millisecond, StatusInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +334,52 @@ func TestKubectlExecCpPortForward(t *testing.T) {
 		if code == 0 || !strings.Contains(errs, "no such file") {
 			t.Errorf("missing binary: %d %q", code, errs)
 		}
+	})
+
+	t.Run("the node's stream cap, and clients that go away", func(t *testing.T) {
+		var cmds []*exec.Cmd
+		for i, bin := range []string{"/usr/lib/google-cloud-sdk/bin/kubectl.1.29", "/usr/bin/kubectl"} { // SPDY, WebSocket
+			home := t.TempDir()
+			cmd := exec.CommandContext(ctx, bin, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "exec", "tools", "--", "sh", "-c", "echo started "+fmt.Sprint(i)+"; sleep 600")
+			cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer cmd.Process.Kill()
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != fmt.Sprintf("started %d\n", i) {
+				t.Fatalf("%s: %q", bin, line)
+			}
+			cmds = append(cmds, cmd)
+		}
+		_, errs, code := e.kubectlAt(ctx, "/usr/bin/kubectl", nil, "exec", "tools", "--", "true")
+		if code == 0 || !strings.Contains(errs, fmt.Sprintf("serves at most %d exec", streamCap)) {
+			t.Errorf("past the cap: %d %q", code, errs)
+		}
+		// Killed clients: the apiserver sees the connections end, tells
+		// the agent, which kills the processes and frees the slots.
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+		storetest.Eventually(t, 30*time.Second, func() error {
+			if out, errs, code := e.kubectlAt(ctx, "/usr/bin/kubectl", nil, "exec", "tools", "--", "echo", "again"); code != 0 || out != "again\n" {
+				return fmt.Errorf("exec: %d %q %q", code, out, errs)
+			}
+			return nil
+		})
+		storetest.Eventually(t, 30*time.Second, func() error { // both slots
+			_, errs, code := e.kubectlAt(ctx, "/usr/bin/kubectl", nil, "exec", "tools", "--", "sh", "-c", "true")
+			if code != 0 {
+				return fmt.Errorf("exec: %d %q", code, errs)
+			}
+			return nil
+		})
 	})
 
 	t.Run("port-forward to a container and a WASM pod", func(t *testing.T) {

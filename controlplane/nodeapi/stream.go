@@ -259,7 +259,10 @@ func (s *Stream) onMsg(m *nats.Msg) {
 		return
 	}
 	s.recvSeq = n
-	if len(s.queue) >= s.req.Window+2 { // +2: the accept frame and an End past a full window
+	// A sender has at most Window frames past the last ack it got, which
+	// is at most what this side consumed; +1 for an End past a full
+	// window (and the accept frame, which the requester acks late).
+	if n > s.consumed.load()+uint64(s.req.Window)+1 || len(s.queue) >= s.req.Window+2 {
 		s.setErr(fmt.Errorf("%w: the peer sent past its window of %d frames", ErrStreamLost, s.req.Window))
 		return
 	}
