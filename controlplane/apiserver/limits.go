@@ -30,7 +30,8 @@ const moduleRequestTimeout = 10 * time.Minute
 //     NATS returns 504 Timeout), and its body must arrive within that time
 //     too: the connection's read deadline is set, so a client sending a
 //     body one byte at a time is cut off;
-//   - long-running requests (watches and pod logs) are not counted and
+//   - long-running requests (watches, pod logs, exec, attach and
+//     port-forward) are not counted and
 //     have no deadline, as in Kubernetes; health and version checks are
 //     never refused.
 func (s *Server) limitRequests(next echo.HandlerFunc) echo.HandlerFunc {
@@ -102,9 +103,9 @@ func exemptPath(path string) bool {
 	return false
 }
 
-// isLongRunning reports whether req is a watch or a pod log read, the
-// requests Kubernetes' BasicLongRunningRequestCheck exempts (verb watch,
-// subresource log). A watch parameter that does not parse is not a watch
+// isLongRunning reports whether req is a watch, a pod log read or a pod
+// stream (exec, attach, portforward), the requests Kubernetes'
+// BasicLongRunningRequestCheck exempts. A watch parameter that does not parse is not a watch
 // (the handler answers 400).
 func isLongRunning(req *http.Request) bool {
 	segs := strings.Split(strings.Trim(req.URL.Path, "/"), "/")

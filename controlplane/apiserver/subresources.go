@@ -19,9 +19,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// subresource routes /status, /finalize, /binding, /log and /scale, and
-// answers pods' exec, attach and portforward with a 400 that says they are
-// not supported.
+// subresource routes /status, /finalize, /binding, /log, /scale and
+// pods' /exec, /attach and /portforward (exec.go).
 func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
 		return err

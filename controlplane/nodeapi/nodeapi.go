@@ -1,6 +1,7 @@
 // Package nodeapi is the small NATS protocol between the control plane and
 // node agents for what does not go through the store: reading a container's
-// log. (The kubelet's HTTPS port plays this part in Kubernetes; over NATS an
+// log, and the two-way streams of exec, attach and port-forward
+// (stream.go). (The kubelet's HTTPS port plays this part in Kubernetes; over NATS an
 // agent behind NAT is reachable too.)
 //
 // # Logs
