@@ -18,6 +18,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/nodeagent/podnet"
+	"github.com/orca-edge/orca/nodeagent/podnet/podnettest"
 	"github.com/orca-edge/orca/runtimes"
 	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
 	"github.com/orca-edge/orca/wasm"
@@ -61,7 +63,18 @@ func BenchmarkPodStart(b *testing.B) {
 	if _, err := e.s.Create(ctx, store.RuntimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}); err != nil {
 		b.Fatal(err)
 	}
-	e.agent("bench", func(c *Config) { c.Capacity = corev1.ResourceList{corev1.ResourcePods: mustQ("500")} }, []runtimes.Runtime{ce.runtime(b), wz}...)
+	// Container pods in the pod network, as orca-agent runs them by default
+	// (a bridge and CIDR of the benchmark's own), when the CNI plugins are there.
+	var podNet *podnet.Config
+	if podnet.LookPlugins() == nil {
+		cfg := podnettest.Config(b)
+		podNet = &cfg
+	}
+	fmt.Printf("container pods in the pod network: %v\n", podNet != nil)
+	e.agent("bench", func(c *Config) {
+		c.Capacity = corev1.ResourceList{corev1.ResourcePods: mustQ("500")}
+		c.PodNetwork = podNet
+	}, []runtimes.Runtime{ce.runtime(b), wz}...)
 
 	ready := newReadyWatch(b, e)
 	kinds := []struct {

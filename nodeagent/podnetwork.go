@@ -124,6 +124,7 @@ func (w *podWorker) ensureSandbox(ctx context.Context) bool {
 		return false
 	}
 	w.sandbox, w.podIP = &sb, sb.IP
+	w.a.log.Info("pod sandbox ready", "pod", w.key(), "ip", sb.IP, "netns", sb.NetNSPath)
 	return true
 }
 

@@ -104,7 +104,7 @@ type Network struct {
 	lo     *libcni.NetworkConfig
 	cidr   *net.IPNet
 	log    *slog.Logger
-	locks  keymutex.KeyMutex // by pod UID
+	locks  keymutex.KeyMutex // by pod UID, hashed over 256 locks: unrelated pods rarely wait on each other
 	nsDir  string
 	ipmasq bool
 }
@@ -161,7 +161,7 @@ func New(cfg Config) (*Network, error) {
 	if err := checkPlugins(cfg.PluginDirs); err != nil {
 		return nil, err
 	}
-	n := &Network{cfg: cfg, cidr: cidr, log: cfg.Logger, locks: keymutex.NewHashed(0),
+	n := &Network{cfg: cfg, cidr: cidr, log: cfg.Logger, locks: keymutex.NewHashed(256),
 		nsDir: filepath.Join(cfg.StateDir, "netns"), ipmasq: !cfg.DisableIPMasq}
 	if n.ipmasq && !iptablesPresent() {
 		n.log.Warn("pod network: iptables is not installed, so pod traffic leaving the node is not masqueraded (pods have no egress)")
@@ -366,7 +366,7 @@ func (n *Network) add(ctx context.Context, p Pod, path string, created bool) (_ 
 	if err != nil {
 		return Sandbox{}, err
 	}
-	n.log.Info("pod sandbox set up", "pod", p.Namespace+"/"+p.Name, "uid", p.UID, "ip", sb.IP, "netns", path)
+	n.log.Debug("pod sandbox set up", "pod", p.Namespace+"/"+p.Name, "uid", p.UID, "ip", sb.IP, "netns", path)
 	return sb, nil
 }
 
@@ -437,7 +437,7 @@ func (n *Network) release(ctx context.Context, uid string) error {
 	if err := removeNetNS(path); err != nil {
 		return err
 	}
-	n.log.Info("pod sandbox removed", "uid", uid)
+	n.log.Debug("pod sandbox removed", "uid", uid)
 	return nil
 }
 
