@@ -45,7 +45,8 @@ type Config struct {
 	// Default "127.0.0.1".
 	NodeIP string
 	// DataDir holds container logs under
-	// <DataDir>/pods/<ns>_<name>_<uid>/<container>/<attempt>.log.
+	// <DataDir>/pods/<ns>_<name>_<uid>/<container>/<attempt>.log and pod
+	// volumes under <DataDir>/volumes/<uid>/<kind>/<volume>.
 	// Default: a directory "orca-agent-<node>" under os.TempDir.
 	DataDir string
 	// ContainerLogMaxSize is the size in bytes at which a container's log

@@ -75,6 +75,10 @@ func (e *env) agent(node string, mod func(*Config), rts ...runtimes.Runtime) (*A
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// Volumes outlive a stopped agent (tmpfs of secrets and memory
+	// emptyDirs); unmount them after the agent stopped, before the
+	// temporary directory goes.
+	e.t.Cleanup(func() { unmountUnder(cfg.DataDir) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func (w *podWorker) setupEmptyDir(vol *volume) error {
 		if os.Geteuid() != 0 {
 			w.a.log.Warn("emptyDir medium Memory needs root for a tmpfs; using a directory on disk", "pod", w.key(), "volume", vol.name)
 		} else {
-			if err := mountTmpfs(vol.path, ed.SizeLimit); err != nil {
+			if err := mountTmpfs(vol.path, 0o777, ed.SizeLimit); err != nil {
 				return err
 			}
 			vol.tmpfs = true
@@ -253,12 +254,24 @@ func checkHostPath(hp *corev1.HostPathVolumeSource) (notDir bool, err error) {
 	return !m.IsDir(), nil
 }
 
-// setupAPIData writes a configMap, secret, downwardAPI or projected volume.
+// setupAPIData writes a configMap, secret, downwardAPI or projected
+// volume. Secret and projected volumes are a tmpfs when the agent runs as
+// root, as the kubelet's, so that secrets are not written to disk.
 func (w *podWorker) setupAPIData(ctx context.Context, v *corev1.Volume, path, kind string) (*volume, error) {
 	vol := &volume{name: v.Name, kind: kind, path: path, apiData: true, src: v}
 	payload, err := w.apiDataPayload(ctx, vol)
 	if err != nil {
 		return nil, err
+	}
+	if (kind == volSecret || kind == volProjected) && os.Geteuid() == 0 {
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return nil, err
+		}
+		if err := mountTmpfs(path, 0o755, nil); err != nil {
+			w.a.log.Warn("secret volume on disk: no tmpfs", "pod", w.key(), "volume", v.Name, "err", err)
+		} else {
+			vol.tmpfs = true
+		}
 	}
 	if _, err := writeAtomic(path, payload, w.fsGroup()); err != nil {
 		return nil, err
@@ -340,11 +353,18 @@ func (w *podWorker) evictForEmptyDir(ctx context.Context, vol *volume, usage int
 	w.killAll(ctx, 0)
 }
 
-// syncVolumes is the worker's per-sync volume step: refresh, and evict
-// the pod when an emptyDir exceeds its limit.
+// syncVolumes is the worker's per-sync volume step: set up the volumes
+// of containers adopted from a previous agent (so that their volumes are
+// updated again; a container started by this agent sets them up first),
+// refresh, and evict the pod when an emptyDir exceeds its limit.
 func (w *podWorker) syncVolumes(ctx context.Context) {
 	if w.terminal != "" || w.pod.DeletionTimestamp != nil {
 		return
+	}
+	if (w.vols == nil || !w.vols.ready) && len(w.pod.Spec.Volumes) > 0 && slices.ContainsFunc(w.all(), func(c *container) bool { return c.running }) {
+		if err := w.setupVolumes(ctx); err != nil {
+			w.a.log.Warn("set up volumes of adopted containers", "pod", w.key(), "err", logText(err.Error()))
+		}
 	}
 	if vol, usage := w.refreshVolumes(ctx); vol != nil {
 		w.evictForEmptyDir(ctx, vol, usage)

@@ -14,13 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// mountTmpfs mounts a tmpfs (mode 0777, size= sizeLimit in bytes when
+// mountTmpfs mounts a tmpfs (with mode, size= sizeLimit in bytes when
 // set) on dir unless one is mounted there already (a previous agent's).
-func mountTmpfs(dir string, sizeLimit *resource.Quantity) error {
+func mountTmpfs(dir string, mode os.FileMode, sizeLimit *resource.Quantity) error {
 	if ok, err := mountinfo.Mounted(dir); err == nil && ok {
 		return nil
 	}
-	opts := "mode=0777"
+	opts := fmt.Sprintf("mode=%#o", mode.Perm())
 	if b := quantityBytes(sizeLimit); b > 0 {
 		opts += fmt.Sprintf(",size=%d", b)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -201,6 +202,50 @@ func TestSecretVolume(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o400 {
 		t.Errorf("secret file mode %v, %v; want 0400", fi, err)
+	}
+	if os.Geteuid() == 0 { // as the kubelet's, secrets stay off the disk
+		dir := mountOf(t, spec, "/var/run/creds").HostPath
+		if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir)); err != nil || len(ms) != 1 || ms[0].FSType != "tmpfs" {
+			t.Errorf("secret volume mount %+v, %v; want a tmpfs", ms, err)
+		}
+	}
+}
+
+// An agent that restarts takes the volumes of the containers it adopts
+// back: their files are kept and updated again.
+func TestVolumesAfterAgentRestart(t *testing.T) {
+	e := newEnv(t)
+	rt := testruntime.NewPersistent("runc")
+	dataDir := filepath.Join(t.TempDir(), "n1")
+	mod := func(c *Config) { c.DataDir, c.VolumeSyncPeriod = dataDir, 100*time.Millisecond }
+	_, stop := e.agent("n1", mod, rt)
+	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"}, Data: map[string]string{"k": "before"}}, store.ConfigMaps)
+	p := simplePod("cm", "sleep", corev1.RestartPolicyAlways)
+	p.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/app"}}
+	e.pod("n1", p)
+	path := filepath.Join(mountOf(t, runningSpec(t, rt, "cm", "main"), "/etc/app").HostPath, "k")
+	if err := fileIs(path, "before"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	e.agent("n1", mod, rt)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		o, err := e.s.Get(context.Background(), store.ConfigMaps, "default", "app")
+		if err != nil {
+			return err
+		}
+		cm := o.(*corev1.ConfigMap).DeepCopy()
+		cm.Data["k"] = "after"
+		_, err = e.s.Update(context.Background(), store.ConfigMaps, cm)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Eventually(t, 5*time.Second, func() error { return fileIs(path, "after") })
+	if rt.Starts() != 1 {
+		t.Errorf("%d starts: the container was not adopted", rt.Starts())
 	}
 }
 
