@@ -39,9 +39,27 @@ func TestPreopens(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(conf, "a.conf"), []byte("from a volume"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Host symlinks in a mount: one inside it is followed, one out is not.
+	if err := os.Symlink("../../../../../../../../../../etc", filepath.Join(scratch, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/nonexistent-orca-test", filepath.Join(scratch, "dangling")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(scratch, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "sub", "f"), []byte("in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(scratch, "in")); err != nil {
+		t.Fatal(err)
+	}
 	mounts := []runtimes.Mount{{HostPath: conf, ContainerPath: "/etc/app", ReadOnly: true}, {HostPath: scratch, ContainerPath: "/scratch"}}
-	env := []string{"PROBE_CAT=/etc/app/a.conf", "PROBE_WRITE=/etc/app/x,/scratch/y"}
-	want := []string{`cat /etc/app/a.conf="from a volume"`, "write /etc/app/x error=", "write /scratch/y=ok"}
+	env := []string{"PROBE_CAT=/etc/app/a.conf,/scratch/in/f,/scratch/out/hostname", "PROBE_WRITE=/etc/app/x,/scratch/y,/scratch/dangling",
+		"PROBE_LINK=..,/scratch/up"}
+	want := []string{`cat /etc/app/a.conf="from a volume"`, `cat /scratch/in/f="in"`, "cat /scratch/out/hostname error=",
+		"write /etc/app/x error=", "write /scratch/y=ok", "write /scratch/dangling error=", "link /scratch/up error="}
 
 	s := spec(t, "cmd", "probe:v1")
 	s.Mounts, s.Env = mounts, env
@@ -61,6 +79,10 @@ func TestPreopens(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(conf, "x")); !os.IsNotExist(err) {
 		t.Errorf("the guest wrote into a read-only mount: %v", err)
+	}
+	if _, err := os.Stat("/nonexistent-orca-test"); !os.IsNotExist(err) {
+		t.Errorf("the guest wrote through a dangling symlink: %v", err)
+		os.Remove("/nonexistent-orca-test")
 	}
 	rt.Remove(ctx, s.ID)
 

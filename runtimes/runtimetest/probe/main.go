@@ -8,6 +8,7 @@
 //	cat <path>=<content, Go-quoted>            for each path in $PROBE_CAT
 //	cat <path> error=<error>                   (comma-separated)
 //	write <path>=ok | write <path> error=<err> for each path in $PROBE_WRITE
+//	link <path>=ok | link <path> error=<err>   $PROBE_LINK=<target>,<path>: a symlink
 //
 // As a CGI program (GATEWAY_INTERFACE set: a WASM HTTP-model guest) it
 // first writes a "Content-Type: text/plain" header, so the lines are the
@@ -63,6 +64,13 @@ func main() {
 			continue
 		}
 		fmt.Printf("write %s=ok\n", p)
+	}
+	if target, link, ok := strings.Cut(os.Getenv("PROBE_LINK"), ","); ok {
+		if err := os.Symlink(target, link); err != nil {
+			fmt.Printf("link %s error=%v\n", link, err)
+		} else {
+			fmt.Printf("link %s=ok\n", link)
+		}
 	}
 	if p := os.Getenv("PROBE_WATCH"); p != "" {
 		last := "\x00"
