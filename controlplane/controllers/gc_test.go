@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -160,3 +161,69 @@ func TestPodsOfMissingNodeAreRemoved(t *testing.T) {
 		t.Fatalf("pod of existing node removed: %v", err)
 	}
 }
+
+// TestForegroundDeletionWaitsForTheWholeTree deletes a Deployment in the
+// foreground (deletionTimestamp and the "foregroundDeletion" finalizer, as
+// the apiserver does for propagationPolicy=Foreground): its ReplicaSet is
+// deleted in the foreground too, as Kubernetes' garbage collector does, so
+// the Deployment stays until the pods are gone from the store (a node
+// agent removes a bound pod once its containers stopped), not merely
+// marked deleted.
+func TestForegroundDeletionWaitsForTheWholeTree(t *testing.T) {
+	s, _ := setup(t)
+	createNode(t, s, "edge-1")
+	d := create(t, s, store.Deployments, newDeployment("fg", 2, "app:v1"))
+	var pods []*corev1.Pod
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if pods = activePods(t, s, "fg"); len(pods) != 2 {
+			return fmt.Errorf("%d pods", len(pods))
+		}
+		return nil
+	})
+	for _, p := range pods { // bound, as the scheduler would
+		update(t, s, store.Pods, "default", p.Name, func(p *corev1.Pod) { p.Spec.NodeName = "edge-1" })
+	}
+	rs := ownedReplicaSets(t, s, d)[0]
+	update(t, s, store.Deployments, "default", "fg", func(d *appsv1.Deployment) {
+		now := metav1.Now()
+		d.DeletionTimestamp = &now
+		d.Finalizers = append(d.Finalizers, metav1.FinalizerDeleteDependents)
+	})
+	storetest.Eventually(t, 10*time.Second, func() error {
+		o, err := s.Get(t.Context(), store.ReplicaSets, "default", rs.Name)
+		if err != nil {
+			return fmt.Errorf("replicaset gone before its pods: %v", err)
+		}
+		if o.GetDeletionTimestamp() == nil || !slices.Contains(o.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+			return fmt.Errorf("replicaset deletion %v finalizers %v: want foreground", o.GetDeletionTimestamp(), o.GetFinalizers())
+		}
+		for _, p := range pods {
+			o, err := s.Get(t.Context(), store.Pods, "default", p.Name)
+			if err != nil {
+				return fmt.Errorf("bound pod %s removed by the controller: %v", p.Name, err)
+			}
+			if o.GetDeletionTimestamp() == nil {
+				return fmt.Errorf("pod %s not marked deleted", p.Name)
+			}
+		}
+		return nil
+	})
+	if _, err := s.Get(t.Context(), store.Deployments, "default", "fg"); err != nil {
+		t.Fatalf("deployment gone while its pods remain: %v", err)
+	}
+	for _, p := range pods { // the node agent's final delete
+		if _, err := s.Delete(t.Context(), store.Pods, "default", p.Name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if _, err := s.Get(t.Context(), store.ReplicaSets, "default", rs.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("replicaset still there (err %v)", err)
+		}
+		if _, err := s.Get(t.Context(), store.Deployments, "default", "fg"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deployment still there (err %v)", err)
+		}
+		return nil
+	})
+}
+

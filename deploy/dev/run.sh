@@ -70,8 +70,13 @@ done
 # Each run starts from an empty cluster, so the demo is the same every
 # time; ORCA_KEEP_STATE=1 keeps the previous run's cluster state instead.
 if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
-  # A run that was killed may leave pod network namespaces and container
-  # mounts under the agent's directory: unmount them first.
+  # A run that was killed may leave containers (their shims serve the old
+  # containerd's socket), pod network namespaces and container mounts
+  # under the agent's directory: end and unmount them first.
+  for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $(pwd -P)/$RUNDIR/agent/" || true); do
+    pkill -KILL -P "$shim" 2>/dev/null || true
+    kill -KILL "$shim" 2>/dev/null || true
+  done
   grep -o " $(pwd -P)/$RUNDIR/agent/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r umount -l 2>/dev/null || true
   rm -rf "$RUNDIR/server" "$RUNDIR/agent"
 fi

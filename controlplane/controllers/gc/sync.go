@@ -127,11 +127,39 @@ func (c *Controller) deleteDependents(ctx context.Context, res store.Resource, o
 	}
 	var errs []error
 	for _, d := range deps {
-		if d.obj.GetDeletionTimestamp() == nil {
+		switch {
+		case d.obj.GetDeletionTimestamp() != nil:
+		case d.res.Plural != store.Pods.Plural && len(c.dependentsOf(d.obj.GetUID())) > 0:
+			// As Kubernetes' garbage collector: a dependent with
+			// dependents of its own, of an owner deleted in the
+			// foreground, is deleted in the foreground too, so the
+			// owner goes only once the whole tree (a Deployment's
+			// ReplicaSets and their pods) is gone.
+			errs = append(errs, c.deleteInForeground(ctx, d.res, d.obj))
+		default:
 			errs = append(errs, c.delete(ctx, d.res, d.obj))
 		}
 	}
 	return errors.Join(errs...) // the dependents' delete events requeue owner
+}
+
+// deleteInForeground marks obj deleted with the "foregroundDeletion"
+// finalizer, as the apiserver does for propagationPolicy=Foreground; the
+// controller then deletes its dependents before it.
+func (c *Controller) deleteInForeground(ctx context.Context, res store.Resource, obj store.Object) error {
+	return c.mutate(ctx, res, obj, func(cur store.Object) bool {
+		if cur.GetDeletionTimestamp() != nil {
+			return false
+		}
+		now := metav1.Now()
+		var zero int64
+		cur.SetDeletionTimestamp(&now)
+		cur.SetDeletionGracePeriodSeconds(&zero)
+		if !ctrlutil.HasFinalizer(cur, metav1.FinalizerDeleteDependents) {
+			cur.SetFinalizers(append(cur.GetFinalizers(), metav1.FinalizerDeleteDependents))
+		}
+		return true
+	})
 }
 
 // removeFinalizer removes f from obj and, when no finalizer is left,
