@@ -226,4 +226,3 @@ func TestForegroundDeletionWaitsForTheWholeTree(t *testing.T) {
 		return nil
 	})
 }
-
