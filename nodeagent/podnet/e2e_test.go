@@ -380,8 +380,12 @@ func TestSandboxesAcrossAgentRestart(t *testing.T) {
 	for _, name := range []string{"stays", "goes"} {
 		c.pod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{server("web", 80)}}})
 	}
+	hostPort := freePort(t, "127.0.0.1")
+	c.pod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hostnet"},
+		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{server("main", hostPort)}}})
 	before := c.ready("stays")
 	c.ready("goes")
+	c.ready("hostnet")
 	c.stop()
 	c.rt.Close(context.Background()) // the tasks keep running
 	if _, err := c.s.Delete(context.Background(), store.Pods, "default", "goes", ""); err != nil {
@@ -402,6 +406,15 @@ func TestSandboxesAcrossAgentRestart(t *testing.T) {
 	if got, err := httpGet(net.JoinHostPort(after.Status.PodIP, "80"), "/"); err != nil || got != "stays" {
 		t.Errorf("GET %s:80 = %q, %v", after.Status.PodIP, got, err)
 	}
+	// The hostNetwork pod is adopted in the node's network, its port as it was.
+	hn := c.ready("hostnet")
+	if hn.Status.PodIP != "127.0.0.1" || hn.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("hostNetwork pod after the restart: podIP %s, restartCount %d", hn.Status.PodIP, hn.Status.ContainerStatuses[0].RestartCount)
+	}
+	if _, err := httpGet(net.JoinHostPort("127.0.0.1", strconv.Itoa(int(hostPort))), "/"); err != nil {
+		t.Errorf("hostNetwork pod after the restart: %v", err)
+	}
+	c.remove("hostnet")
 	c.remove("stays")
 	c.sandboxesGone()
 }

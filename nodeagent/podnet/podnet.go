@@ -136,6 +136,11 @@ func New(cfg Config) (*Network, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("pod network: StateDir is required")
 	}
+	dir, err := filepath.Abs(cfg.StateDir) // the plugins run in another directory
+	if err != nil {
+		return nil, fmt.Errorf("pod network: %w", err)
+	}
+	cfg.StateDir = dir
 	if len(cfg.PluginDirs) == 0 {
 		cfg.PluginDirs = DefaultPluginDirs
 	}

@@ -195,19 +195,21 @@ func specFromInfo(info containers.Container) (runtimes.TaskSpec, []runtimes.Port
 	for _, b := range bindings {
 		spec.Ports = append(spec.Ports, runtimes.Port{ContainerPort: b.ContainerPort, Protocol: b.Protocol, HostIP: b.HostIP, HostPort: b.HostPort})
 	}
-	if oc, err := ociSpec(info); err == nil && oc.Linux != nil {
-		spec.HostNetwork = true // unless the spec has a network namespace
-		for _, ns := range oc.Linux.Namespaces {
-			if ns.Type == specs.NetworkNamespace {
-				spec.HostNetwork, spec.NetNSPath = false, ns.Path
-			}
+	oc, err := ociSpec(info)
+	if err != nil || oc.Linux == nil {
+		return spec, bindings
+	}
+	spec.HostNetwork = true // unless the spec has a network namespace
+	for _, ns := range oc.Linux.Namespaces {
+		if ns.Type == specs.NetworkNamespace {
+			spec.HostNetwork, spec.NetNSPath = false, ns.Path
 		}
 	}
-	if oc, err := ociSpec(info); err == nil && oc.Linux != nil && oc.Linux.Resources != nil {
-		if m := oc.Linux.Resources.Memory; m != nil && m.Limit != nil {
+	if res := oc.Linux.Resources; res != nil {
+		if m := res.Memory; m != nil && m.Limit != nil {
 			spec.MemoryLimitBytes = *m.Limit
 		}
-		if c := oc.Linux.Resources.CPU; c != nil && c.Quota != nil && c.Period != nil && *c.Period > 0 {
+		if c := res.CPU; c != nil && c.Quota != nil && c.Period != nil && *c.Period > 0 {
 			spec.CPULimitMillis = *c.Quota * 1000 / int64(*c.Period)
 		}
 	}
