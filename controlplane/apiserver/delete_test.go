@@ -98,6 +98,15 @@ func TestFinalizersAndOrphan(t *testing.T) {
 	if orphaned.DeletionTimestamp == nil || len(orphaned.Finalizers) != 1 || orphaned.Finalizers[0] != metav1.FinalizerOrphanDependents {
 		t.Errorf("orphan delete: %+v", orphaned.ObjectMeta)
 	}
+	// Foreground propagation adds the foregroundDeletion finalizer (the GC
+	// controller deletes the object once its dependents are gone).
+	e.must(http.StatusCreated, "POST", cms, "application/json", map[string]any{"metadata": map[string]any{"name": "fg"}}, nil)
+	var fg corev1.ConfigMap
+	e.must(http.StatusOK, "DELETE", cms+"/fg", "application/json", `{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Foreground"}`, &fg)
+	if fg.DeletionTimestamp == nil || len(fg.Finalizers) != 1 || fg.Finalizers[0] != metav1.FinalizerDeleteDependents {
+		t.Errorf("foreground delete: %+v", fg.ObjectMeta)
+	}
+	e.must(http.StatusOK, "GET", cms+"/fg", "", nil, nil)
 	// Background deletes at once.
 	e.must(http.StatusCreated, "POST", cms, "application/json", map[string]any{"metadata": map[string]any{"name": "bg"}}, nil)
 	e.must(http.StatusOK, "DELETE", cms+"/bg", "application/json", `{"propagationPolicy":"Background"}`, nil)

@@ -406,9 +406,11 @@ func (s *Server) delete(c echo.Context, ri reqInfo) error {
 //   - preconditions (uid, resourceVersion) that do not hold are a 409;
 //   - propagationPolicy Orphan (or orphanDependents=true) adds the "orphan"
 //     finalizer, which the GC controller removes after orphaning the
-//     dependents; Background and Foreground delete the object at once and
-//     leave dependents to the GC controller (orca treats Foreground like
-//     Background);
+//     dependents; Foreground adds the "foregroundDeletion" finalizer (not
+//     to pods, which have no dependents), which the GC controller removes
+//     once every dependent is gone, deleting the object then; Background
+//     deletes the object at once and leaves dependents to the GC
+//     controller;
 //   - a pod bound to a node is deleted gracefully: deletionTimestamp is set
 //     to now + grace and deletionGracePeriodSeconds to grace (gracePeriodSeconds,
 //     default spec.terminationGracePeriodSeconds); the node agent finishes
@@ -434,6 +436,11 @@ func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, 
 			(opts.PropagationPolicy == nil && opts.OrphanDependents != nil && *opts.OrphanDependents)
 		if orphan && !hasString(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
 			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerOrphanDependents))
+		}
+		_, isPod := obj.(*corev1.Pod) // pods have no dependents; their node agent ends them
+		foreground := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationForeground
+		if foreground && !isPod && !hasString(obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerDeleteDependents))
 		}
 		grace := int64(0)
 		if pod, ok := obj.(*corev1.Pod); ok {
