@@ -77,8 +77,12 @@ if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
     pkill -KILL -P "$shim" 2>/dev/null || true
     kill -KILL "$shim" 2>/dev/null || true
   done
-  grep -o " $(pwd -P)/$RUNDIR/agent/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r umount -l 2>/dev/null || true
-  rm -rf "$RUNDIR/server" "$RUNDIR/agent"
+  # The pod network's state (agent/podnet) stays, its namespaces mounted:
+  # the new agent releases the old pods' addresses, veths and masquerade
+  # rules (CNI DEL) when it starts and finds their pods gone.
+  grep -o " $(pwd -P)/$RUNDIR/agent/[^ ]*" /proc/mounts 2>/dev/null | grep -v "/$RUNDIR/agent/podnet/" | sort -r | xargs -r umount -l 2>/dev/null || true
+  rm -rf "$RUNDIR/server"
+  [ -d "$RUNDIR/agent" ] && find "$RUNDIR/agent" -mindepth 1 -maxdepth 1 ! -name podnet -exec rm -rf {} +
 fi
 pids=()
 containers_applied=0
