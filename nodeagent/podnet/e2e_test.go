@@ -83,7 +83,10 @@ type cluster struct {
 	stop    func()
 }
 
-func newCluster(t *testing.T) *cluster {
+// newCluster starts the cluster; with nodePodCIDR the Node n1 exists
+// first with the test network's CIDR as its spec.podCIDR, and the agent
+// is given none, so it takes the Node's.
+func newCluster(t *testing.T, nodePodCIDR ...bool) *cluster {
 	t.Helper()
 	containerdtest.Require(t)
 	podnettest.Require(t)
@@ -92,6 +95,13 @@ func newCluster(t *testing.T) *cluster {
 	ns := storetest.StartNATS(t)
 	nc, s := storetest.Connect(t, ns.ClientURL())
 	c := &cluster{t: t, s: s, nc: nc, net: netCfg, rtCfg: d.RuntimeConfig(t), dataDir: filepath.Join(t.TempDir(), "agent")}
+	if len(nodePodCIDR) > 0 && nodePodCIDR[0] {
+		if _, err := s.Create(context.Background(), store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-n1"},
+			Spec: corev1.NodeSpec{PodCIDR: netCfg.PodCIDR}}); err != nil {
+			t.Fatal(err)
+		}
+		c.net.PodCIDR = ""
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	pods := store.NewInformer(s, store.Pods)
@@ -308,6 +318,10 @@ func TestTwoPort80PodsBehindAService(t *testing.T) {
 	if ips["web-a"] == ips["web-b"] {
 		t.Fatalf("both pods at %s", ips["web-a"])
 	}
+	// Pods of the node reach each other at their IPs, over the bridge.
+	if got, err := httpGet(net.JoinHostPort(ips["web-a"], "80"), "/peer/"+net.JoinHostPort(ips["web-b"], "80")); err != nil || got != "peer web-b" {
+		t.Errorf("web-a asking web-b at %s: %q, %v", ips["web-b"], got, err)
+	}
 
 	clusterIP := fmt.Sprintf("127.96.%d.%d", 100+os.Getpid()%100, 1+time.Now().Nanosecond()%250)
 	svcPort, nodePort := freePort(t, clusterIP), freePort(t, "127.0.0.1")
@@ -337,12 +351,20 @@ func TestTwoPort80PodsBehindAService(t *testing.T) {
 }
 
 // The containers of one pod share its network namespace: one reaches the
-// other on 127.0.0.1.
+// other on 127.0.0.1. The pod's IP is of the Node's spec.podCIDR when the
+// agent is given no CIDR.
 func TestContainersOfAPodShareLocalhost(t *testing.T) {
-	c := newCluster(t)
+	c := newCluster(t, true)
 	c.pod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "duo"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{server("front", 8081), server("back", 80)}}})
 	p := c.ready("duo")
+	node, err := c.s.Get(context.Background(), store.Nodes, "", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, cidr, _ := net.ParseCIDR(node.(*corev1.Node).Spec.PodCIDR); !cidr.Contains(net.ParseIP(p.Status.PodIP)) {
+		t.Errorf("podIP %s is not in the Node's spec.podCIDR %s", p.Status.PodIP, cidr)
+	}
 	got, err := httpGet(net.JoinHostPort(p.Status.PodIP, "8081"), "/peer/80")
 	if err != nil || got != "peer duo" {
 		t.Fatalf("front asking back on 127.0.0.1:80: %q, %v; want %q", got, err, "peer duo")

@@ -2,8 +2,9 @@
 // tests, run as a container: HTTP on $PORT (default 80).
 //
 //	GET /             answers the hostname
-//	GET /peer/{port}  answers "peer " and what http://127.0.0.1:{port}/
-//	                  answers (another container of the same pod)
+//	GET /peer/{addr}  answers "peer " and what http://{addr}/ answers;
+//	                  a bare port is on 127.0.0.1 (another container of
+//	                  the same pod)
 //	GET /file/{name}  answers /etc/{name} (hosts, hostname, resolv.conf)
 package main
 
@@ -12,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -26,8 +28,12 @@ func main() {
 		io.WriteString(w, h)
 	})
 	client := &http.Client{Timeout: 5 * time.Second}
-	mux.HandleFunc("GET /peer/{port}", func(w http.ResponseWriter, r *http.Request) {
-		resp, err := client.Get("http://127.0.0.1:" + r.PathValue("port") + "/")
+	mux.HandleFunc("GET /peer/{addr}", func(w http.ResponseWriter, r *http.Request) {
+		addr := r.PathValue("addr")
+		if !strings.Contains(addr, ":") {
+			addr = "127.0.0.1:" + addr
+		}
+		resp, err := client.Get("http://" + addr + "/")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
