@@ -321,6 +321,20 @@ func TestKubectlExecCpPortForward(t *testing.T) {
 		}
 	})
 
+	t.Run("attach to a container with stdin", func(t *testing.T) {
+		p := toolsPod("catter")
+		p.Spec.Containers[0].Command = []string{"cat"}
+		p.Spec.Containers[0].Stdin, p.Spec.Containers[0].StdinOnce = true, true
+		e.runPod(p)
+		out, errs, code := e.kubectlAt(ctx, "/usr/bin/kubectl", strings.NewReader("through kubectl attach\n"), "attach", "-i", "catter")
+		if code != 0 || !strings.Contains(out, "through kubectl attach\n") {
+			t.Errorf("attach: exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+		if got := e.protocols.last(); got != "websocket/v5.channel.k8s.io" {
+			t.Errorf("attach negotiated %q", got)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		_, errs, code := e.kubectlAt(ctx, "/usr/bin/kubectl", nil, "exec", "nosuch", "--", "true")
 		if code == 0 || !strings.Contains(errs, `pods "nosuch" not found`) {

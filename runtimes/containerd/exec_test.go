@@ -175,3 +175,43 @@ func TestDialPort(t *testing.T) {
 		t.Errorf("unknown task: %v", err)
 	}
 }
+
+// Attach to a task started with stdin (StdinOnce): what the client
+// writes reaches the process, its output reaches the client and the log;
+// the end of the client's stdin closes the task's, so cat exits.
+func TestAttach(t *testing.T) {
+	e := newRuntime(t)
+	s := spec(t, "toolbox:v1")
+	s.Command = []string{"cat"}
+	s.Stdin, s.StdinOnce = true, true
+	ctx := testCtx(t)
+	if _, err := e.rt.Start(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.rt.Stop(context.Background(), s.ID, 0); e.rt.Remove(context.Background(), s.ID) })
+	pr, pw := io.Pipe()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- e.rt.Attach(ctx, s.ID, runtimes.AttachOptions{Stdin: pr, Stdout: &out}) }()
+	io.WriteString(pw, "through attach\n")
+	storetest.Eventually(t, 20*time.Second, func() error {
+		if out.String() != "through attach\n" {
+			return fmt.Errorf("attached output %q", out.String())
+		}
+		return nil
+	})
+	pw.Close() // StdinOnce: cat reads EOF and exits
+	if err := <-done; err != nil {
+		t.Errorf("Attach = %v", err)
+	}
+	st, err := e.rt.Wait(ctx, s.ID)
+	if err != nil || st.ExitCode != 0 {
+		t.Errorf("Wait = %+v, %v", st, err)
+	}
+	if log := readLog(t, s.LogPath); !strings.Contains(log, "through attach") {
+		t.Errorf("log %q", log)
+	}
+	if err := e.rt.Attach(ctx, s.ID, runtimes.AttachOptions{Stdout: &out}); err == nil {
+		t.Error("attach to an exited task: no error")
+	}
+}

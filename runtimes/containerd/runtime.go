@@ -70,7 +70,9 @@
 // Exec (runtimes.Execer: kubectl exec and cp, exec probes and hooks) runs
 // a process in a running task with the container's process settings;
 // DialPort (runtimes.PortDialer: kubectl port-forward) connects to a port
-// of the task's network namespace. See exec.go.
+// of the task's network namespace. See exec.go. Attach (runtimes.Attacher:
+// kubectl attach) follows a task's output and, for TaskSpec.Stdin, feeds
+// its stdin (attach.go); TaskSpec.TTY gives the task a terminal.
 package containerd
 
 import (

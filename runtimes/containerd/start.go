@@ -149,13 +149,18 @@ func (r *Runtime) start(ctx context.Context, spec runtimes.TaskSpec) (_ runtimes
 		return runtimes.TaskStatus{}, fmt.Errorf("stop signal: %w", err)
 	}
 	created := time.Now()
-	tk, err = c.NewTask(ctx, cio.NewCreator(
-		cio.WithStreams(nil, logf.Writer(logfile.Stdout), logf.Writer(logfile.Stderr)),
-		cio.WithFIFODir(filepath.Join(r.cfg.DataDir, "fifo"))))
+	hub := newAttachHub(spec)
+	copts := []cio.Opt{cio.WithStreams(hub.stdinReader(), hub.writer(logfile.Stdout, logf.Writer(logfile.Stdout)), hub.writer(logfile.Stderr, logf.Writer(logfile.Stderr))),
+		cio.WithFIFODir(filepath.Join(r.cfg.DataDir, "fifo"))}
+	if spec.TTY {
+		copts = append(copts, cio.WithTerminal)
+	}
+	tk, err = c.NewTask(ctx, cio.NewCreator(copts...))
 	if err != nil {
 		return runtimes.TaskStatus{}, fmt.Errorf("create task of container %s: %w", cid, err)
 	}
 	t := newTask(spec, c, tk, logf, fwd, stopSignal, r.cgroupsPath(cid))
+	t.hub = hub
 	t.status.ImageID = imageID(img.Metadata())
 	// Wait before Start: an exit that comes at once is not missed.
 	exitCh, err := tk.Wait(r.ctx)
@@ -196,6 +201,9 @@ func (r *Runtime) specOpts(cid string, spec runtimes.TaskSpec, ic ocispec.ImageC
 		oci.WithHostname(hostname(spec.PodName)),
 		oci.WithCgroup(r.cgroupsPath(cid)),
 		r.withNetwork(cid, spec),
+	}
+	if spec.TTY {
+		opts = append(opts, oci.WithTTY)
 	}
 	if l := spec.MemoryLimitBytes; l > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(l)))

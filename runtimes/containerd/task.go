@@ -30,6 +30,7 @@ type task struct {
 	task       ctrd.Task
 	log        *logfile.File
 	ports      *forwarder
+	hub        *attachHub // output fan-out and stdin for Attach; nil for an adopted task
 	stopSignal syscall.Signal
 	cgroup     string        // the cgroups path of the OCI spec
 	fifoDir    string        // of a task adopted without its IO (Remove deletes it), else ""
@@ -153,6 +154,7 @@ func (r *Runtime) watch(t *task, exitCh <-chan ctrd.ExitStatus) {
 		}
 	}
 	t.mu.Unlock()
+	t.hub.taskExited()
 	close(t.done)
 	r.log.Info("task exited", "task", t.spec.ID, "code", code, "reason", t.status.Reason)
 }
