@@ -59,7 +59,7 @@ func securityContext(pod *corev1.Pod, c *corev1.Container, allowPrivileged bool)
 	}
 	if out.RunAsNonRoot && out.RunAsUser != nil && *out.RunAsUser == 0 {
 		// The kubelet's verifyRunAsNonRoot, when runAsUser is known here.
-		return nil, fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", pod.Namespace+"/"+pod.Name, c.Name)
+		return nil, fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID), c.Name)
 	}
 	return out, nil
 }

@@ -63,6 +63,9 @@ type volume struct {
 	// preopen).
 	notDir bool
 	src    *corev1.Volume
+	// written is the payload last written (API-data volumes), so that an
+	// unchanged one costs no disk reads.
+	written map[string]fileProjection
 }
 
 // volumesDir is <DataDir>/volumes, volumeDir that of one pod.
@@ -276,6 +279,7 @@ func (w *podWorker) setupAPIData(ctx context.Context, v *corev1.Volume, path, ki
 	if _, err := writeAtomic(path, payload, w.fsGroup()); err != nil {
 		return nil, err
 	}
+	vol.written = payload
 	return vol, nil
 }
 
@@ -307,9 +311,12 @@ func (w *podWorker) refreshVolumes(ctx context.Context) (over *volume, usage int
 		switch {
 		case vol.apiData && (due || vol.kind == volDownward):
 			payload, err := w.apiDataPayload(ctx, vol)
-			if err == nil {
+			if err == nil && !samePayload(payload, vol.written) {
 				var changed bool
 				changed, err = writeAtomic(vol.path, payload, w.fsGroup())
+				if err == nil {
+					vol.written = payload
+				}
 				if changed {
 					w.a.log.Info("volume updated", "pod", w.key(), "volume", vol.name, "kind", vol.kind)
 				}

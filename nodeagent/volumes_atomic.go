@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,6 +107,11 @@ func writeAtomic(dir string, payload map[string]fileProjection, gid int64) (bool
 		}
 	}
 	return true, nil
+}
+
+// samePayload reports whether a and b hold the same files and modes.
+func samePayload(a, b map[string]fileProjection) bool {
+	return maps.EqualFunc(a, b, func(x, y fileProjection) bool { return x.Mode == y.Mode && bytes.Equal(x.Data, y.Data) })
 }
 
 // writeProjected writes one file of the payload under ts.

@@ -1,0 +1,103 @@
+package nodeagent
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// diskUsage is the space allocated to the files under dir, in bytes
+// (st_blocks * 512, as du counts; hard links once).
+func diskUsage(dir string) int64 {
+	var total int64
+	seen := map[uint64]bool{}
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			if st.Nlink > 1 {
+				if seen[st.Ino] {
+					return nil
+				}
+				seen[st.Ino] = true
+			}
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	return total
+}
+
+// resolveSubPath returns the node path of subPath sub inside the volume
+// at root, refusing what the kubelet refuses: an absolute sub, a ".."
+// element, or a symlink that leads out of the volume (checked element by
+// element, after resolving the volume's own symlinks). Missing
+// directories are created with the volume root's mode when create is set
+// (an emptyDir's or hostPath's subPath), as the kubelet's SafeMakeDir;
+// otherwise a missing subPath is an error. The check and the mount are
+// not one atomic step (the kubelet binds an opened file descriptor): a
+// container that swaps a checked directory for a symlink between the two
+// can escape, which a pod that can write the volume could also do on
+// restart; mount volumes shared with untrusted writers read-only.
+func resolveSubPath(root, sub string, create bool) (string, error) {
+	if filepath.IsAbs(sub) {
+		return "", fmt.Errorf("subPath %q must be a relative path", sub)
+	}
+	for _, el := range strings.Split(sub, "/") {
+		if el == ".." {
+			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
+		}
+	}
+	base, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("volume path %q: %w", root, err)
+	}
+	fi, err := os.Stat(base)
+	if err != nil {
+		return "", err
+	}
+	perm := fi.Mode().Perm()
+	within := func(p string) bool { return p == base || strings.HasPrefix(p, base+"/") }
+	cur := base
+	for _, el := range strings.Split(filepath.Clean(sub), "/") {
+		if el == "" || el == "." {
+			continue
+		}
+		next := filepath.Join(cur, el)
+		fi, err := os.Lstat(next)
+		switch {
+		case os.IsNotExist(err):
+			if !create {
+				return "", fmt.Errorf("subPath %q does not exist in the volume", sub)
+			}
+			if err := os.Mkdir(next, perm); err != nil && !os.IsExist(err) {
+				return "", fmt.Errorf("create subPath %q: %w", sub, err)
+			}
+			os.Chmod(next, perm)
+		case err != nil:
+			return "", err
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := filepath.EvalSymlinks(next)
+			if err != nil {
+				return "", fmt.Errorf("subPath %q: %w", sub, err)
+			}
+			if !within(target) {
+				return "", fmt.Errorf("subpath %q not within volume path %q", sub, root)
+			}
+			next = target
+		}
+		cur = next
+	}
+	if !within(cur) {
+		return "", fmt.Errorf("subpath %q not within volume path %q", sub, root)
+	}
+	return cur, nil
+}
