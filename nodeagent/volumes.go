@@ -42,6 +42,7 @@ const defaultVolumeMode = 0o644
 // to the pod's worker goroutine.
 type podVolumes struct {
 	ready       bool
+	tornDown    bool // the pod ended and its volumes were removed
 	vols        map[string]*volume
 	nextRefresh time.Time // when configMaps and secrets are read again
 	warned      map[string]bool
@@ -87,7 +88,7 @@ func (w *podWorker) setupVolumes(ctx context.Context) error {
 	if w.vols != nil && w.vols.ready {
 		return nil
 	}
-	if w.vols == nil {
+	if w.vols == nil || w.vols.tornDown {
 		w.vols = &podVolumes{vols: map[string]*volume{}, warned: map[string]bool{}}
 	}
 	for i := range w.pod.Spec.Volumes {
@@ -360,15 +361,23 @@ func (w *podWorker) evictForEmptyDir(ctx context.Context, vol *volume, usage int
 	w.killAll(ctx, 0)
 }
 
-// syncVolumes is the worker's per-sync volume step: set up the volumes
+// syncVolumes is the worker's per-sync volume step: tear the volumes of
+// an ended pod down, set up the volumes
 // of containers adopted from a previous agent (so that their volumes are
 // updated again; a container started by this agent sets them up first),
 // refresh, and evict the pod when an emptyDir exceeds its limit.
 func (w *podWorker) syncVolumes(ctx context.Context) {
+	running := slices.ContainsFunc(w.all(), func(c *container) bool { return c.running })
+	if w.terminal != "" && !running && (w.vols == nil || !w.vols.tornDown) {
+		// As the kubelet, the volumes of a pod that ended are torn down
+		// (its memory emptyDirs give their memory back); its logs stay.
+		w.removeVolumes()
+		w.vols = &podVolumes{tornDown: true}
+	}
 	if w.terminal != "" || w.pod.DeletionTimestamp != nil {
 		return
 	}
-	if (w.vols == nil || !w.vols.ready) && len(w.pod.Spec.Volumes) > 0 && slices.ContainsFunc(w.all(), func(c *container) bool { return c.running }) {
+	if (w.vols == nil || !w.vols.ready) && len(w.pod.Spec.Volumes) > 0 && running {
 		if err := w.setupVolumes(ctx); err != nil {
 			w.a.log.Warn("set up volumes of adopted containers", "pod", w.key(), "err", logText(err.Error()))
 		}

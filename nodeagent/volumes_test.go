@@ -337,6 +337,13 @@ func TestEmptyDirVolume(t *testing.T) {
 	if got.Status.Reason != "Evicted" || got.Status.Message != `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". ` {
 		t.Errorf("status reason %q message %q", got.Status.Reason, got.Status.Message)
 	}
+	// The volumes of a pod that ended are removed; the pod stays.
+	storetest.Eventually(t, 5*time.Second, func() error {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			return fmt.Errorf("emptyDir of the evicted pod: %v", err)
+		}
+		return nil
+	})
 }
 
 // subPath may not leave its volume through a symlink, nor name a file of
