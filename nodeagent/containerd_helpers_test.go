@@ -4,8 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/orca-edge/orca/runtimes/containerd"
 	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
@@ -20,6 +23,12 @@ const (
 	// jobImage is the conformance suite's job (examples/hello-wasm/job):
 	// its args choose exit codes, sleeps, memory use and signal handling.
 	jobImage = "docker.io/library/job:v1"
+	// toolsImage is the job as entrypoint (/job) with the toolbox's
+	// commands on PATH (sh -c, test, touch, sleep, false...) for exec
+	// hooks and probes.
+	toolsImage = "docker.io/library/job-tools:v1"
+	// grpcImage serves grpc.health.v1 on :50051 (nodeagent/internal/grpchealth).
+	grpcImage = "docker.io/library/grpchealth:v1"
 )
 
 var (
@@ -48,6 +57,10 @@ func buildImages(t testing.TB) map[string]string {
 			}
 			imageFiles[name] = f
 		}
+		if imageFiles[grpcImage], imagesErr = containerdtest.BuildGoImage(imagesDir, grpcImage, "github.com/orca-edge/orca/nodeagent/internal/grpchealth", nil); imagesErr != nil {
+			return
+		}
+		imageFiles[toolsImage], imagesErr = buildToolsImage(imagesDir)
 	})
 	if imagesErr != nil {
 		t.Fatal(imagesErr)
@@ -100,4 +113,35 @@ func (ce *containerdEnv) runtime(t testing.TB) *containerd.Runtime {
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	return rt
+}
+
+// buildToolsImage writes toolsImage's archive into dir.
+func buildToolsImage(dir string) (string, error) {
+	var files []containerdtest.File
+	for path, pkg := range map[string]string{"/job": containerdtest.JobPackage, "": containerdtest.ToolboxPackage} {
+		bin, err := containerdtest.BuildGoBinary(dir, pkg)
+		if err != nil {
+			return "", err
+		}
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			return "", err
+		}
+		if path == "" {
+			files = append(files, containerdtest.ToolboxFiles(data)...)
+		} else {
+			files = append(files, containerdtest.File{Path: path, Mode: 0o755, Data: data})
+		}
+	}
+	out := filepath.Join(dir, "job-tools.tar")
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	cfg := ocispec.ImageConfig{Entrypoint: []string{"/job"}, Env: []string{"PATH=/bin"}}
+	if err := containerdtest.WriteImage(f, toolsImage, cfg, files...); err != nil {
+		return "", err
+	}
+	return out, f.Close()
 }

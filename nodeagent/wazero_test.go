@@ -90,7 +90,15 @@ func TestWasmPods(t *testing.T) {
 	web.Spec.RuntimeClassName = &rc
 	web.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
 	web.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromString("http")}}, PeriodSeconds: 1}
+	web.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/prestop", Port: intstr.FromString("http")}}}
 	e.pod("n1", web)
+	// A WASM command whose preStop never ends: the deletion is bounded by
+	// its grace period (2 s of hook, then the kubelet's minimum of 2 s).
+	stuck := simplePod("stuck", "job:v1", corev1.RestartPolicyAlways)
+	stuck.Spec.RuntimeClassName = &rc
+	stuck.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SLEEP_SECONDS", Value: "3600"}}
+	stuck.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3600}}}
+	e.pod("n1", stuck)
 	got = e.waitPod("default", "hello", 3*time.Minute, func(p *corev1.Pod) error {
 		if podCondition(p, corev1.PodReady) != corev1.ConditionTrue {
 			return fmt.Errorf("phase %s status %+v", p.Status.Phase, cs0(p))
@@ -108,10 +116,27 @@ func TestWasmPods(t *testing.T) {
 		t.Errorf("hello-wasm answered %q", body)
 	}
 
-	// Graceful deletion through the agent on the real runtime.
+	// Graceful deletion through the agent on the real runtime: the
+	// preStop httpGet reaches the module before it stops serving.
+	follow := openLogs(t, e, "n1", nodeapi.LogRequest{Namespace: "default", Pod: "hello", Follow: true})
 	e.markDeleted("default", "hello", 5)
+	text, _ = follow.readUntil(t, 10*time.Second, func(s string) bool { return strings.Contains(s, "GET /prestop from") })
+	if !strings.Contains(text, "GET /prestop from") {
+		t.Errorf("the preStop httpGet did not reach the module: log %q", text)
+	}
 	storetest.Eventually(t, 10*time.Second, func() error {
 		if _, err := e.getPod("default", "hello"); err == nil {
+			return fmt.Errorf("pod still stored")
+		}
+		return nil
+	})
+	if n := eventNotes(e, "hello", "FailedPreStopHook"); len(n) != 0 {
+		t.Errorf("FailedPreStopHook %q", n)
+	}
+	e.waitPod("default", "stuck", time.Minute, phaseIs(corev1.PodRunning))
+	e.markDeleted("default", "stuck", 2)
+	storetest.Eventually(t, 20*time.Second, func() error {
+		if _, err := e.getPod("default", "stuck"); err == nil {
 			return fmt.Errorf("pod still stored")
 		}
 		return nil

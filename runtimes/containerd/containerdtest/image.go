@@ -27,7 +27,7 @@ const (
 )
 
 // ToolboxCommands are the names ToolboxFiles links to the toolbox.
-var ToolboxCommands = []string{"sh", "cat", "echo", "env", "pwd", "id", "test", "true", "false", "sleep", "ttysize", "tar"}
+var ToolboxCommands = []string{"sh", "cat", "echo", "env", "pwd", "id", "test", "true", "false", "sleep", "touch", "ttysize", "tar"}
 
 // ToolboxFiles are the files of an image layer holding the toolbox binary
 // bin (built from ToolboxPackage) as /bin/toolbox, with a symlink

@@ -12,6 +12,7 @@
 //	test -d|-f|-e PATH     exit 0 when PATH is a directory, file, exists
 //	true | false           exit 0 | 1
 //	sleep SECONDS          sleep
+//	touch FILE...          create the files (empty) or update their times
 //	ttysize                print "ROWS COLS" of the terminal on stdin
 //	tar c|x [flags] ...    GNU tar's subset kubectl cp runs: "tar cf - PATH..."
 //	                       and "tar [--no-same-permissions] [--no-same-owner]
@@ -126,6 +127,19 @@ func run(name string, args []string) int {
 			return fail("sleep: %v", err)
 		}
 		time.Sleep(time.Duration(s * float64(time.Second)))
+		return 0
+	case "touch":
+		now := time.Now()
+		for _, a := range args {
+			f, err := os.OpenFile(a, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return fail("touch: %v", err)
+			}
+			f.Close()
+			if err := os.Chtimes(a, now, now); err != nil {
+				return fail("touch: %v", err)
+			}
+		}
 		return 0
 	case "ttysize":
 		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
