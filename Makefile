@@ -66,6 +66,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./controlplane/store/ ./wasm/... ./nodeagent/proxy/
 	$(GO) test -run '^$$' -bench PodStart -benchtime 1x ./nodeagent/
 	$(GO) test -run '^$$' -bench Sandbox -benchtime 5x ./nodeagent/podnet/
+	$(GO) test -run '^$$' -bench StreamThroughput -benchtime 20x ./controlplane/nodeapi/
 
 vet:
 	$(GO) vet $(PKGS)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -195,18 +196,10 @@ type Stream struct {
 	arrived chan struct{} // capacity 1: a frame or a failure arrived
 	failed  chan struct{} // closed with the first err; mu must be held to close
 
-	consumed atomic64 // Orca-Seq of the last frame Recv returned
+	consumed atomic.Uint64 // Orca-Seq of the last frame Recv returned
 	done     chan struct{}
 	once     sync.Once
 }
-
-type atomic64 struct {
-	mu sync.Mutex
-	v  uint64
-}
-
-func (a *atomic64) load() uint64   { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
-func (a *atomic64) store(v uint64) { a.mu.Lock(); a.v = v; a.mu.Unlock() }
 
 func newStream(nc *nats.Conn, req StreamRequest) *Stream {
 	return &Stream{nc: nc, req: req, credit: make(chan struct{}), arrived: make(chan struct{}, 1), failed: make(chan struct{}),
@@ -262,7 +255,7 @@ func (s *Stream) onMsg(m *nats.Msg) {
 	// A sender has at most Window frames past the last ack it got, which
 	// is at most what this side consumed; +1 for an End past a full
 	// window (and the accept frame, which the requester acks late).
-	if n > s.consumed.load()+uint64(s.req.Window)+1 || len(s.queue) >= s.req.Window+2 {
+	if n > s.consumed.Load()+uint64(s.req.Window)+1 || len(s.queue) >= s.req.Window+2 {
 		s.setErr(fmt.Errorf("%w: the peer sent past its window of %d frames", ErrStreamLost, s.req.Window))
 		return
 	}
@@ -317,7 +310,7 @@ func (s *Stream) sendAck() {
 	if peer == "" {
 		return
 	}
-	_ = s.nc.PublishMsg(&nats.Msg{Subject: peer, Header: nats.Header{HeaderAck: []string{strconv.FormatUint(s.consumed.load(), 10)}}})
+	_ = s.nc.PublishMsg(&nats.Msg{Subject: peer, Header: nats.Header{HeaderAck: []string{strconv.FormatUint(s.consumed.Load(), 10)}}})
 }
 
 // Recv returns the next frame (acknowledging the one it returned before).
@@ -325,26 +318,39 @@ func (s *Stream) sendAck() {
 // ErrStreamLost, ErrStreamTimeout, ErrStreamClosed, or ctx's), it returns
 // the error of the failure, or ErrStreamClosed after an End.
 func (s *Stream) Recv(ctx context.Context) (Frame, error) {
+	m, err := s.next(ctx)
+	if err != nil {
+		return Frame{}, err
+	}
+	s.sendAck()
+	return frameOf(m), nil
+}
+
+// next pops the next numbered frame, waiting for it, and counts it as
+// consumed.
+func (s *Stream) next(ctx context.Context) (*nats.Msg, error) {
 	for {
 		s.mu.Lock()
 		if len(s.queue) > 0 {
 			m := s.queue[0]
 			s.queue = s.queue[1:]
+			if s.peer == "" {
+				s.peer = m.Header.Get(HeaderPeer) // the agent's accept
+			}
 			s.mu.Unlock()
 			seq, _ := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
-			s.consumed.store(seq)
-			s.sendAck()
-			return frameOf(m), nil
+			s.consumed.Store(seq)
+			return m, nil
 		}
 		err := s.err
 		s.mu.Unlock()
 		if err != nil {
-			return Frame{}, err
+			return nil, err
 		}
 		select {
 		case <-s.arrived:
 		case <-ctx.Done():
-			return Frame{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -509,33 +515,17 @@ func OpenStream(ctx context.Context, nc *nats.Conn, node string, req StreamReque
 	return s, nil
 }
 
-// recvAccept waits for the agent's first frame and learns its inbox.
+// recvAccept waits for the agent's first frame, which names its inbox.
 func (s *Stream) recvAccept(ctx context.Context) (Frame, error) {
-	for {
-		s.mu.Lock()
-		if len(s.queue) > 0 {
-			m := s.queue[0]
-			s.queue = s.queue[1:]
-			s.peer = m.Header.Get(HeaderPeer)
-			s.mu.Unlock()
-			s.consumed.store(1)
-			f := frameOf(m)
-			if f.End == nil && s.peer == "" {
-				return Frame{}, fmt.Errorf("%w: the agent's answer names no %s", ErrStreamLost, HeaderPeer)
-			}
-			return f, nil
-		}
-		err := s.err
-		s.mu.Unlock()
-		if err != nil {
-			return Frame{}, err
-		}
-		select {
-		case <-s.arrived:
-		case <-ctx.Done():
-			return Frame{}, ctx.Err()
-		}
+	m, err := s.next(ctx)
+	if err != nil {
+		return Frame{}, err
 	}
+	f := frameOf(m)
+	if f.End == nil && m.Header.Get(HeaderPeer) == "" {
+		return Frame{}, fmt.Errorf("%w: the agent's answer names no %s", ErrStreamLost, HeaderPeer)
+	}
+	return f, nil
 }
 
 // AcceptStream is the agent's side of a request m (its Data a
