@@ -111,6 +111,10 @@ func (a *Agent) serveStream(ctx context.Context, m *nats.Msg) {
 	a.log.Debug("stream", "kind", req.Kind, "pod", req.Namespace+"/"+req.Pod, "container", req.Container, "port", req.Port)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Nothing runs before the requester's client is connected.
+	if f, err := s.Recv(ctx); err != nil || !f.Start {
+		return
+	}
 	var end nodeapi.StreamEnd
 	switch req.Kind {
 	case nodeapi.StreamExec, nodeapi.StreamAttach:

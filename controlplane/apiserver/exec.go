@@ -196,6 +196,12 @@ func (s *Server) podRemoteCommand(c echo.Context, ri reqInfo) error {
 		return nil // the upgrader answered
 	}
 	s.log.Debug("remote command", "verb", verb, "pod", pod.Namespace+"/"+pod.Name, "container", req.Container, "protocol", rs.protocol)
+	if err := st.Start(context.Background()); err != nil {
+		_ = rs.writeStatus(internalStatus(fmt.Errorf("error executing command in container: the stream to the node failed: %w", err)))
+		rs.close()
+		st.Close()
+		return nil
+	}
 	bridgeCommand(st, rs, verb)
 	return nil
 }
@@ -681,6 +687,11 @@ func (pf *portForwarder) forward(conn httpstream.Connection, p *streamPair) {
 		}
 	}()
 	st, err := pf.s.openStream(ctx, pf.pod, req)
+	if err == nil {
+		if err = st.Start(ctx); err != nil {
+			st.Close()
+		}
+	}
 	if err != nil {
 		var se apierrors.APIStatus
 		if errors.As(err, &se) {

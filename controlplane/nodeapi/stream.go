@@ -32,7 +32,8 @@ import (
 // channel (Orca-Ch: 0 stdin, 1 stdout, 2 stderr, 4 resize for exec and
 // attach; 0 for port-forward's bytes) of at most MaxChunk bytes; a
 // half-close of a channel (Orca-Ch and Orca-Close: no more data on it
-// from this side); or the end of the stream (Orca-End, with Orca-Exit the
+// from this side); the requester's Orca-Start (its client is connected:
+// the agent runs nothing before it); or the end of the stream (Orca-End, with Orca-Exit the
 // exit code of an exec, or Orca-Error and Orca-Status for a failure).
 // Unnumbered frames carry Orca-Ack: the Orca-Seq of the last frame the
 // side has consumed (delivered to its client or process).
@@ -76,6 +77,7 @@ const (
 	HeaderEnd   = "Orca-End"
 	HeaderExit  = "Orca-Exit"
 	HeaderAck   = "Orca-Ack"
+	HeaderStart = "Orca-Start"
 )
 
 // Stream defaults.
@@ -172,6 +174,8 @@ type Frame struct {
 	Chan   int
 	Data   []byte
 	Closed bool
+	// Start: the requester's client is connected (see Stream.Start).
+	Start bool
 	// End is set on the stream's last frame.
 	End *StreamEnd
 }
@@ -359,6 +363,7 @@ func frameOf(m *nats.Msg) Frame {
 	f := Frame{Data: m.Data}
 	f.Chan, _ = strconv.Atoi(m.Header.Get(HeaderChan))
 	f.Closed = m.Header.Get(HeaderClose) != ""
+	f.Start = m.Header.Get(HeaderStart) != ""
 	if m.Header.Get(HeaderEnd) != "" || m.Header.Get(HeaderError) != "" {
 		e := &StreamEnd{Message: m.Header.Get(HeaderError)}
 		if e.Message != "" {
@@ -434,6 +439,14 @@ func (s *Stream) Send(ctx context.Context, ch int, data []byte) error {
 		data = data[n:]
 	}
 	return nil
+}
+
+// Start tells the agent that the client is connected: the agent accepts
+// a stream (so that its refusals reach the client as an HTTP status)
+// before the apiserver upgrades the client's connection, and starts the
+// command or dials the port only on this frame.
+func (s *Stream) Start(ctx context.Context) error {
+	return s.publish(ctx, nats.Header{HeaderStart: []string{"true"}}, nil)
 }
 
 // CloseSend half-closes channel ch: the peer reads no more data on it.

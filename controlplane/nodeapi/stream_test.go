@@ -55,6 +55,9 @@ func TestStreamEchoFlowControlled(t *testing.T) {
 				t.Errorf("agent Recv: %v", err)
 				return
 			}
+			if f.Start {
+				continue
+			}
 			if f.Closed {
 				s.CloseSend(ctx, nodeapi.ChanStdout)
 				code := int32(7)
@@ -75,7 +78,10 @@ func TestStreamEchoFlowControlled(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
 	sent := make(chan error, 1)
 	go func() {
-		err := s.Send(ctx, nodeapi.ChanStdin, data)
+		err := s.Start(ctx)
+		if err == nil {
+			err = s.Send(ctx, nodeapi.ChanStdin, data)
+		}
 		if err == nil {
 			err = s.CloseSend(ctx, nodeapi.ChanStdin)
 		}
