@@ -89,9 +89,8 @@ func TestContainerDeploymentFromRegistry(t *testing.T) {
 		}
 		return nil
 	})
-	out := c.mustKubectl(t, "get", "pod", "crash")
-	if !strings.Contains(out, "Error") && !strings.Contains(out, "CrashLoopBackOff") {
-		t.Errorf("kubectl get pod crash:\n%s", out)
+	if out := c.mustKubectl(t, "get", "pod", "crash", "-o", "jsonpath={.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated.exitCode}"); out == "0 " || !strings.HasSuffix(out, " 3") {
+		t.Errorf("restartCount and lastState exit code of pod crash: %q, want >0 and 3", out)
 	}
 	c.mustKubectl(t, "delete", "pod", "crash", "--grace-period=0", "--force")
 
@@ -137,7 +136,7 @@ func TestContainerDeploymentFromRegistry(t *testing.T) {
 	if len(nodes) != 2 {
 		t.Errorf("3 replicas on %d nodes, want both nodes used", len(nodes))
 	}
-	out = c.mustKubectl(t, "get", "deploy/nginx-deployment")
+	out := c.mustKubectl(t, "get", "deploy/nginx-deployment")
 	if !strings.Contains(out, "3/3") {
 		t.Errorf("kubectl get deploy:\n%s", out)
 	}
