@@ -107,6 +107,9 @@ type Config struct {
 	// per forwarded connection) served at once; one more is refused with
 	// 429. Default DefaultMaxStreams (64).
 	MaxStreams int
+	// ImageGC configures the garbage collection of unused images
+	// (imagegc.go; the kubelet's thresholds, defaults 85% and 80%).
+	ImageGC ImageGCConfig
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -185,6 +188,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	gc, err := cfg.ImageGC.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
+	}
+	cfg.ImageGC = gc
 	if pn := cfg.PodNetwork; pn != nil && pn.PodCIDR != "" {
 		if _, err := podnet.ParsePodCIDR(pn.PodCIDR); err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
@@ -276,6 +284,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	a.pods.stopOrphans(ctx)
+	goRun(func() { a.imageGCLoop(ctx) })
 	a.gcSandboxes(ctx)
 	a.removeOrphanLogs()
 	a.removeOrphanVolumes()

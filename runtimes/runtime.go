@@ -258,3 +258,40 @@ type HealthChecker interface {
 	// Check returns nil when the runtime is healthy, else why not.
 	Check(ctx context.Context) error
 }
+
+// Image is one image a runtime holds, as the kubelet's image manager sees
+// it.
+type Image struct {
+	// ID is the image's digest ("sha256:<hex>"): names that point at the
+	// same digest are one image.
+	ID string
+	// Names are the references naming it, normalized
+	// ("docker.io/library/hello:v1").
+	Names []string
+	// Size is the image's content in bytes (its manifest, config and
+	// layers, compressed, for this node's platform).
+	Size int64
+	// InUse is true when a container of the runtime (running or not)
+	// was created from it.
+	InUse bool
+}
+
+// FsStats is the usage of a filesystem, in bytes.
+type FsStats struct {
+	CapacityBytes, AvailableBytes uint64
+}
+
+// ImageManager is an optional ability of a Runtime: listing and removing
+// its images and telling how full their filesystem is (the agent's image
+// garbage collection, as the kubelet's image manager).
+type ImageManager interface {
+	// ListImages returns every image the runtime holds.
+	ListImages(ctx context.Context) ([]Image, error)
+	// RemoveImage removes the name ref (one of an Image's Names); an
+	// image's content is freed once no name and no container refers to
+	// it. A name that is not there is not an error.
+	RemoveImage(ctx context.Context, ref string) error
+	// ImageFsStats returns the usage of the filesystem holding the
+	// images (for containerd: its snapshotter's).
+	ImageFsStats(ctx context.Context) (FsStats, error)
+}

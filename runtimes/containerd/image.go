@@ -8,6 +8,7 @@ import (
 
 	ctrd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/images"
 	"github.com/distribution/reference"
 
 	"github.com/orca-edge/orca/runtimes"
@@ -70,15 +71,18 @@ func (r *Runtime) Import(ctx context.Context, archive io.Reader) ([]string, erro
 	return names, nil
 }
 
-// RemoveImage deletes the image named ref (normalized) from the store;
-// its content and snapshots are collected once no container uses them.
+// RemoveImage deletes the image named ref (normalized) from the store
+// and returns once containerd's garbage collector has freed what no
+// other name or container refers to (content and snapshots).
 // An image that is not there is not an error.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 	name, err := NormalizeImage(ref)
 	if err != nil {
 		return err
 	}
-	err = r.client.ImageService().Delete(withNamespace(ctx, r.cfg.Namespace), name)
+	// Synchronous: containerd's garbage collector has run (content and
+	// snapshots no name or container refers to are gone) when it returns.
+	err = r.client.ImageService().Delete(withNamespace(ctx, r.cfg.Namespace), name, images.SynchronousDelete())
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("remove image %s: %w", name, err)
 	}

@@ -54,6 +54,9 @@ type options struct {
 	podNet            podNetOptions
 	// images: see the README's Images section
 	insecureRegistries []string
+	imageGCHigh        int
+	imageGCLow         int
+	imageGCMinAge      time.Duration
 }
 
 // podNetOptions are the pod network's flags (nodeagent/podnet).
@@ -105,6 +108,9 @@ func main() {
 	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
 	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
 	f.StringSliceVar(&o.insecureRegistries, "insecure-registries", nil, "registry hosts (host:port, as image references name them) pulled from over plain HTTP; loopback registries always are")
+	f.IntVar(&o.imageGCHigh, "image-gc-high-threshold", nodeagent.DefaultImageGCHighThresholdPercent, "percent of the image filesystem in use at which unused images are removed, as the kubelet's; 100 turns image garbage collection off")
+	f.IntVar(&o.imageGCLow, "image-gc-low-threshold", nodeagent.DefaultImageGCLowThresholdPercent, "percent of the image filesystem in use that image garbage collection frees down to; 1 to 99, below the high threshold")
+	f.DurationVar(&o.imageGCMinAge, "minimum-image-gc-age", nodeagent.DefaultImageMinimumGCAge, "how long an unused image is kept at least before it may be garbage collected")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -201,7 +207,7 @@ func run(ctx context.Context, o options) error {
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat,
-		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync,
+		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(),
 	})
 	if err != nil {
@@ -260,6 +266,22 @@ func startContainerd(ctx context.Context, o options, st *store.Store) (*containe
 		return nil, err
 	}
 	return rt, nil
+}
+
+// imageGC is the image garbage collection of the flags (0 and negative
+// thresholds are refused by nodeagent.New; a minimum age of 0 is none).
+func imageGC(o options) nodeagent.ImageGCConfig {
+	c := nodeagent.ImageGCConfig{HighThresholdPercent: o.imageGCHigh, LowThresholdPercent: o.imageGCLow, MinAge: o.imageGCMinAge}
+	if c.HighThresholdPercent == 0 {
+		c.HighThresholdPercent = -1
+	}
+	if c.LowThresholdPercent == 0 {
+		c.LowThresholdPercent = -1
+	}
+	if c.MinAge == 0 {
+		c.MinAge = -1
+	}
+	return c
 }
 
 func agentHandlers(rts []runtimes.Runtime) []string {
