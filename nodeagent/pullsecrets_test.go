@@ -80,8 +80,8 @@ func TestImagePullSecrets(t *testing.T) {
 		}
 		return nil
 	})
-	if got := denied(); len(got) < 2 || got[len(got)-2] != "ErrImagePull" || got[len(got)-1] != "ImagePullBackOff" {
-		t.Errorf("waiting reasons of the pod without a secret: %v, want ... ErrImagePull, ImagePullBackOff", got)
+	if got := denied(); !errThenBackOff(got) {
+		t.Errorf("waiting reasons of the pod without a secret: %v, want ErrImagePull then ImagePullBackOff", got)
 	}
 	eventually(t, "denied", "Failed", "failed to pull image", e)
 
@@ -115,6 +115,17 @@ func eventually(t *testing.T, pod, reason, text string, e *env) {
 		}
 		return nil
 	})
+}
+
+// errThenBackOff reports whether reasons has ErrImagePull followed by
+// ImagePullBackOff.
+func errThenBackOff(reasons []string) bool {
+	for i := 0; i+1 < len(reasons); i++ {
+		if reasons[i] == "ErrImagePull" && reasons[i+1] == "ImagePullBackOff" {
+			return true
+		}
+	}
+	return false
 }
 
 func hasEvent(evs []*corev1.Event, reason, text string) bool {
