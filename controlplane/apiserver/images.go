@@ -141,19 +141,11 @@ func (s *Server) getImages(c echo.Context, name string) error {
 		return apierrors.NewNotFound(schema.GroupResource{Group: orcaGroup, Resource: "images"}, name)
 	}
 	if ok, v := wantsTable(c); ok {
-		t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + v},
-			ColumnDefinitions: []metav1.TableColumnDefinition{
-				{Name: "Name", Type: "string", Format: "name"}, {Name: "Digest", Type: "string"},
-				{Name: "Size", Type: "string"}, {Name: "Age", Type: "string"}}}
-		if v == "" {
-			t.APIVersion = "meta.k8s.io/v1"
+		rows := make([]digestRow, len(items))
+		for i, m := range items {
+			rows[i] = digestRow{m.ObjectMeta, m.Spec.Digest, m.Spec.Size}
 		}
-		for _, m := range items {
-			b, _ := json.Marshal(metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}, ObjectMeta: m.ObjectMeta})
-			t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{m.Name, m.Spec.Digest, resource.NewQuantity(int64(m.Spec.Size), resource.BinarySI).String(),
-				duration.HumanDuration(time.Since(m.CreationTimestamp.Time))}, Object: runtime.RawExtension{Raw: b}})
-		}
-		return writeJSON(c, http.StatusOK, t)
+		return digestTable(c, v, rows)
 	}
 	if name != "" {
 		return writeJSON(c, http.StatusOK, items[0])
@@ -163,4 +155,29 @@ func (s *Server) getImages(c echo.Context, name string) error {
 		Metadata        metav1.ListMeta  `json:"metadata"`
 		Items           []ContainerImage `json:"items"`
 	}{TypeMeta: metav1.TypeMeta{APIVersion: orcaGroup + "/v1", Kind: "ContainerImageList"}, Items: items})
+}
+
+// digestRow is one object stored by digest (a WASM module, an image).
+type digestRow struct {
+	meta   metav1.ObjectMeta
+	digest string
+	size   uint64
+}
+
+// digestTable answers a Table for kubectl (meta.k8s.io version v, "" is
+// v1) of objects stored by digest: NAME, DIGEST, SIZE, AGE.
+func digestTable(c echo.Context, v string, rows []digestRow) error {
+	if v == "" {
+		v = "v1"
+	}
+	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + v},
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Name", Type: "string", Format: "name"}, {Name: "Digest", Type: "string"},
+			{Name: "Size", Type: "string"}, {Name: "Age", Type: "string"}}}
+	for _, r := range rows {
+		b, _ := json.Marshal(metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}, ObjectMeta: r.meta})
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{r.meta.Name, r.digest, resource.NewQuantity(int64(r.size), resource.BinarySI).String(),
+			duration.HumanDuration(time.Since(r.meta.CreationTimestamp.Time))}, Object: runtime.RawExtension{Raw: b}})
+	}
+	return writeJSON(c, http.StatusOK, t)
 }

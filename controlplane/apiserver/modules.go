@@ -2,20 +2,15 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/orca-edge/orca/wasm"
@@ -162,19 +157,11 @@ func (s *Server) getModules(c echo.Context, name string) error {
 		return apierrors.NewNotFound(gr, name)
 	}
 	if ok, v := wantsTable(c); ok {
-		t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + v},
-			ColumnDefinitions: []metav1.TableColumnDefinition{
-				{Name: "Name", Type: "string", Format: "name"}, {Name: "Digest", Type: "string"},
-				{Name: "Size", Type: "string"}, {Name: "Age", Type: "string"}}}
-		if v == "" {
-			t.APIVersion = "meta.k8s.io/v1"
+		rows := make([]digestRow, len(items))
+		for i, m := range items {
+			rows[i] = digestRow{m.ObjectMeta, m.Spec.Digest, m.Spec.Size}
 		}
-		for _, m := range items {
-			b, _ := json.Marshal(metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}, ObjectMeta: m.ObjectMeta})
-			t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{m.Name, m.Spec.Digest, resource.NewQuantity(int64(m.Spec.Size), resource.BinarySI).String(),
-				duration.HumanDuration(time.Since(m.CreationTimestamp.Time))}, Object: runtime.RawExtension{Raw: b}})
-		}
-		return writeJSON(c, http.StatusOK, t)
+		return digestTable(c, v, rows)
 	}
 	if name != "" {
 		return writeJSON(c, http.StatusOK, items[0])

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -193,27 +192,7 @@ func newImageListCommand() *cobra.Command {
 		Short:   "List the images in the cluster's image store",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, _ := cmd.Flags().GetString("server")
-			var list struct {
-				Items []struct {
-					Metadata struct {
-						Name string `json:"name"`
-					} `json:"metadata"`
-					Spec struct {
-						Digest string `json:"digest"`
-						Size   uint64 `json:"size"`
-					} `json:"spec"`
-				} `json:"items"`
-			}
-			if _, err := doOK(server, http.MethodGet, strings.TrimSuffix(ImagesPath, "/"), nil, &list); err != nil {
-				return fmt.Errorf("list images: %w", err)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "NAME\tDIGEST\tSIZE")
-			for _, m := range list.Items {
-				fmt.Fprintf(w, "%s\t%s\t%d\n", m.Metadata.Name, m.Spec.Digest, m.Spec.Size)
-			}
-			return w.Flush()
+			return listDigests(cmd, strings.TrimSuffix(ImagesPath, "/"), "images")
 		},
 	}
 }

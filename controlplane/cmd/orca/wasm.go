@@ -45,29 +45,35 @@ func newWasmListCommand() *cobra.Command {
 		Short:   "List the WASM module tags in the cluster's module store",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, _ := cmd.Flags().GetString("server")
-			var list struct {
-				Items []struct {
-					Metadata struct {
-						Name string `json:"name"`
-					} `json:"metadata"`
-					Spec struct {
-						Digest string `json:"digest"`
-						Size   uint64 `json:"size"`
-					} `json:"spec"`
-				} `json:"items"`
-			}
-			if _, err := doOK(server, http.MethodGet, strings.TrimSuffix(WasmModulesPath, "/"), nil, &list); err != nil {
-				return fmt.Errorf("list modules: %w", err)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "NAME\tDIGEST\tSIZE")
-			for _, m := range list.Items {
-				fmt.Fprintf(w, "%s\t%s\t%d\n", m.Metadata.Name, m.Spec.Digest, m.Spec.Size)
-			}
-			return w.Flush()
+			return listDigests(cmd, strings.TrimSuffix(WasmModulesPath, "/"), "modules")
 		},
 	}
+}
+
+// listDigests prints NAME, DIGEST, SIZE of the list of objects stored by
+// digest at the apiserver's path (WASM modules, images).
+func listDigests(cmd *cobra.Command, path, what string) error {
+	server, _ := cmd.Flags().GetString("server")
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Digest string `json:"digest"`
+				Size   uint64 `json:"size"`
+			} `json:"spec"`
+		} `json:"items"`
+	}
+	if _, err := doOK(server, http.MethodGet, path, nil, &list); err != nil {
+		return fmt.Errorf("list %s: %w", what, err)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+	fmt.Fprintln(w, "NAME\tDIGEST\tSIZE")
+	for _, m := range list.Items {
+		fmt.Fprintf(w, "%s\t%s\t%d\n", m.Metadata.Name, m.Spec.Digest, m.Spec.Size)
+	}
+	return w.Flush()
 }
 
 type pushOptions struct {
