@@ -373,7 +373,7 @@ func TestNetnsThreeHosts(t *testing.T) {
 	// Deploy the example with the CLI from n1, as a user on another machine would.
 	h.cli(t, h.n1, "wasm", "push", filepath.Join(dir, "hello.wasm"), "--name", "hello-wasm:v1")
 	h.cli(t, h.n1, "apply", "-f", filepath.Join(repoRoot(t), "examples", "hello-wasm", "app.yaml"))
-	h.cli(t, h.n1, "wait", "-l", "app=hello-wasm", "--count", "3", "--timeout", "40s")
+	h.cli(t, h.n1, "wait", "-l", "app=hello-wasm", "--count", "3", "--timeout", "3m") // each node compiles the module: 10-30 s of CPU on a busy 2-core machine
 	t.Logf("3 pods Ready after %v", time.Since(start).Round(time.Millisecond))
 
 	var pods corev1.PodList
