@@ -321,11 +321,18 @@ func containerID(rt runtimes.Runtime, id string) string {
 
 // killAll stops every running container with grace (concurrently, each
 // with its preStop hook first: killContainer) and records their exits;
-// nothing is restarted afterwards.
+// nothing is restarted afterwards. While it waits, a shorter grace period
+// given to the pod (a second deletion with a smaller grace period, or a
+// forced one: the pod is gone from the node) moves the end earlier: at
+// the new deadline, hooks still running are cancelled and the containers
+// are killed, as the kubelet's pod workers shorten a termination.
 func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 	var wg sync.WaitGroup
 	results := make([]runtimes.TaskStatus, len(w.all()))
 	cs := w.all()
+	sctx := context.WithoutCancel(ctx)
+	kctx, cut := context.WithCancel(sctx)
+	defer cut()
 	for i, c := range cs {
 		if !c.running {
 			continue
@@ -335,8 +342,13 @@ func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx := context.WithoutCancel(ctx)
-			w.killContainer(sctx, k)
+			w.killContainer(kctx, k)
+			if kctx.Err() != nil {
+				// Cut short: kill now (a second Stop with 0 kills).
+				if err := k.target.rt.Stop(sctx, k.target.task, 0); err != nil && !isNotFound(err) {
+					w.a.log.Warn("kill task failed", "pod", w.key(), "task", k.target.task, "err", err)
+				}
+			}
 			st, err := w.rt.Inspect(sctx, c.task)
 			if err != nil || st.State != runtimes.StateExited {
 				st = runtimes.TaskStatus{ID: c.task, State: runtimes.StateExited, ExitCode: 137, Reason: "Error", FinishedAt: time.Now()}
@@ -344,13 +356,55 @@ func (w *podWorker) killAll(ctx context.Context, grace time.Duration) {
 			results[i] = st
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	deadline := time.Now().Add(grace)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	woken := false
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-timer.C:
+			w.a.log.Info("grace period shortened while the pod stops: killing its containers", "pod", w.key())
+			cut()
+		case <-w.notifyCh:
+			woken = true
+			if g, ok := w.currentGrace(); ok && time.Now().Add(g).Before(deadline) {
+				deadline = time.Now().Add(g)
+				timer.Reset(max(g, 0))
+			}
+		}
+	}
+	timer.Stop()
+	if woken {
+		w.wake() // the run loop looks at the pod again
+	}
 	for i, c := range cs {
 		if c.running {
 			w.onExit(c, results[i])
 		}
 		c.final = true
 	}
+}
+
+// currentGrace is the grace period the pod has now, as the node sees it:
+// 0 when it is gone (force-deleted) or replaced, its deletion's grace
+// period while it is being deleted; ok is false otherwise.
+func (w *podWorker) currentGrace() (time.Duration, bool) {
+	obj, ok := w.a.nodePods.Get(w.ns, w.name)
+	if !ok {
+		return 0, true
+	}
+	pod := podFromObj(obj)
+	if pod.UID != w.uid {
+		return 0, true
+	}
+	if pod.DeletionGracePeriodSeconds == nil {
+		return 0, false
+	}
+	return terminationGrace(pod), true
 }
 
 // taskSpec builds the runtime's spec of attempt of c.

@@ -30,7 +30,8 @@ import (
 // keeps the hook's output out of the Event) and the stop goes on. A hook
 // still running when the grace period ends is cancelled (an exec'd process
 // is killed). With a grace period of 0 (a forced deletion) preStop is
-// skipped, as the kubelet does.
+// skipped, as the kubelet does; a shorter grace period given while the
+// pod stops cuts it short (killAll).
 
 // minimumGracePeriod is what a container gets to stop after its preStop
 // hook used up the grace period, as the kubelet's
@@ -211,7 +212,8 @@ func (w *podWorker) runPreStop(ctx context.Context, k killRequest, h *corev1.Lif
 		if err == nil {
 			return
 		}
-		if hctx.Err() != nil && ctx.Err() == nil {
+		if hctx.Err() != nil {
+			// Out of time (or cut short by a shorter grace period).
 			w.a.log.Info("preStop hook not completed in the grace period", "pod", w.key(), "container", k.spec.Name, "grace", k.grace)
 			return
 		}

@@ -378,3 +378,43 @@ func TestGRPCProbe(t *testing.T) {
 }
 
 var _ runtimes.Execer = (*testruntime.Runtime)(nil)
+
+// TestShorterGraceWhileStopping: a pod stopping with a long grace period
+// (an hour-long preStop, a process that ignores its stop signal) is cut
+// short by a second deletion with a smaller grace period, and by a
+// forced deletion.
+func TestShorterGraceWhileStopping(t *testing.T) {
+	e := newEnv(t)
+	rt := testruntime.New("runc")
+	e.agent("n1", nil, rt)
+	for _, name := range []string{"regrace", "forced"} {
+		p := simplePod(name, "stubborn", corev1.RestartPolicyAlways)
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: execHandler("sleep", "1h")}
+		e.pod("n1", p)
+		e.waitPod("default", name, 5*time.Second, phaseIs(corev1.PodRunning))
+		e.markDeleted("default", name, 3600)
+	}
+	storetest.Eventually(t, 5*time.Second, func() error {
+		if n := len(rt.Execs()); n != 2 {
+			return fmt.Errorf("preStop hooks started: %v", rt.Execs())
+		}
+		return nil
+	})
+	e.markDeleted("default", "regrace", 1)
+	o, err := e.s.Get(context.Background(), store.Pods, "default", "forced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Delete(context.Background(), store.Pods, "default", "forced", o.GetResourceVersion()); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if _, err := e.getPod("default", "regrace"); err == nil {
+			return fmt.Errorf("pod regrace still stored")
+		}
+		if ids := rt.Running(); len(ids) != 0 {
+			return fmt.Errorf("still running: %v", ids)
+		}
+		return nil
+	})
+}
