@@ -119,11 +119,17 @@ func TestRunAsNonRoot(t *testing.T) {
 			t.Errorf("%s: a refused task is left behind: %v", tc.image, err)
 		}
 	}
-	// A numeric user from runAsUser passes.
-	log := probe(t, e, func(s *runtimes.TaskSpec) {
+	// A numeric user from runAsUser passes, and replaces a named image
+	// user that the image's (missing) /etc/passwd could not resolve.
+	for _, image := range []string{probeImage, namedImage} {
+		s := spec(t, image, "PROBE_IDS=1")
 		s.Security = &runtimes.SecurityContext{RunAsNonRoot: true, RunAsUser: int64p(65534)}
-	}, "PROBE_IDS=1")
-	wantLines(t, log, "ids uid=65534")
+		st, log := run(t, e.rt, s)
+		if st.ExitCode != 0 {
+			t.Errorf("%s: status %+v, log %q", image, st, log)
+		}
+		wantLines(t, log, "ids uid=65534")
+	}
 }
 
 // The CPU request becomes cgroup CPU shares (the kubelet's MilliCPUToShares).

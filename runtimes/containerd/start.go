@@ -310,6 +310,9 @@ func withImageConfig(ic ocispec.ImageConfig, spec runtimes.TaskSpec) oci.SpecOpt
 			s.Process.Cwd = "/"
 		}
 		user := ic.User
+		if spec.Security != nil && spec.Security.RunAsUser != nil {
+			user = "" // runAsUser replaces the image's user (securityOpts), as in the CRI
+		}
 		if user == "" || user == "0" || user == "root" || user == "0:0" {
 			s.Process.User.UID, s.Process.User.GID = 0, 0
 			return nil
