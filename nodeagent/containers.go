@@ -292,7 +292,9 @@ func (w *podWorker) onExitWith(c *container, rt runtimes.Runtime, st runtimes.Ta
 		c.final = true
 	}
 	if c.postStartErr != "" {
-		c.waiting, c.postStartErr = postStartWaiting(c.postStartErr), ""
+		// Until it is restarted, as the kubelet's PostStartHookError.
+		c.waiting = &corev1.ContainerStateWaiting{Reason: "PostStartHookError", Message: c.postStartErr}
+		c.postStartErr = ""
 	}
 	w.a.logs.exited(w.logPath(c.name, c.attempt))
 	if rt != nil {

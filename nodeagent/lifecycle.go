@@ -251,10 +251,4 @@ func probeGrace(pod *corev1.Pod, p *corev1.Probe) time.Duration {
 	return podGrace(pod)
 }
 
-// postStartWaiting is the waiting state of a container whose postStart
-// hook failed, until it is restarted (the kubelet's PostStartHookError).
-func postStartWaiting(msg string) *corev1.ContainerStateWaiting {
-	return &corev1.ContainerStateWaiting{Reason: "PostStartHookError", Message: msg}
-}
-
 func isNotFound(err error) bool { return errors.Is(err, runtimes.ErrNotFound) }

@@ -161,12 +161,7 @@ func TestContainerLifecycle(t *testing.T) {
 	for _, name := range []string{"prestop", "slowstop"} {
 		// slowstop: 2 s of preStop, then the kubelet's minimum 2 s for
 		// a process that ignores SIGTERM, then SIGKILL.
-		storetest.Eventually(t, 30*time.Second, func() error {
-			if _, err := e.getPod("default", name); err == nil {
-				return fmt.Errorf("pod %s still stored", name)
-			}
-			return nil
-		})
+		e.waitGone("default", name, 30*time.Second)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "prestop-done")); err != nil {
 		t.Errorf("preStop did not finish in the running container: %v", err)

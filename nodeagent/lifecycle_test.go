@@ -46,6 +46,17 @@ func eventNotes(e *env, name, reason string) []string {
 	return out
 }
 
+// waitGone waits until pod ns/name is no longer stored.
+func (e *env) waitGone(ns, name string, timeout time.Duration) {
+	e.t.Helper()
+	storetest.Eventually(e.t, timeout, func() error {
+		if _, err := e.getPod(ns, name); err == nil {
+			return fmt.Errorf("pod %s/%s still stored", ns, name)
+		}
+		return nil
+	})
+}
+
 // taskOf returns the ID of the running task of pod name in rt.
 func taskOf(rt *testruntime.Runtime, name string) string {
 	for _, id := range rt.Running() {
@@ -126,12 +137,7 @@ func TestPostStartHook(t *testing.T) {
 
 	// Deleting the pod whose postStart still runs cancels the hook.
 	e.markDeleted("default", "slowhook", 1)
-	storetest.Eventually(t, 10*time.Second, func() error {
-		if _, err := e.getPod("default", "slowhook"); err == nil {
-			return fmt.Errorf("pod still stored")
-		}
-		return nil
-	})
+	e.waitGone("default", "slowhook", 10*time.Second)
 }
 
 func TestPreStopHook(t *testing.T) {
@@ -169,12 +175,7 @@ func TestPreStopHook(t *testing.T) {
 	e.markDeleted("default", "slowstop", 1)
 	e.markDeleted("default", "failstop", 30)
 	for name := range ids {
-		storetest.Eventually(t, 10*time.Second, func() error {
-			if _, err := e.getPod("default", name); err == nil {
-				return fmt.Errorf("pod %s still stored", name)
-			}
-			return nil
-		})
+		e.waitGone("default", name, 10*time.Second)
 	}
 	if g := rt.StopGraces(ids["graceful"]); len(g) != 1 || g[0] > 29*time.Second || g[0] < 28*time.Second {
 		t.Errorf("stop after a 1 s preStop of a 30 s grace period got grace %v", g)
@@ -257,12 +258,7 @@ func TestWasmHooks(t *testing.T) {
 		return nil
 	})
 	e.markDeleted("default", "module", 5)
-	storetest.Eventually(t, 10*time.Second, func() error {
-		if _, err := e.getPod("default", "module"); err == nil {
-			return fmt.Errorf("pod still stored")
-		}
-		return nil
-	})
+	e.waitGone("default", "module", 10*time.Second)
 	storetest.Eventually(t, 5*time.Second, func() error {
 		if n := eventNotes(e, "module", "FailedPreStopHook"); len(n) != 1 || !strings.Contains(n[0], "exec hooks and probes are not supported for WASM pods") {
 			return fmt.Errorf("FailedPreStopHook events %q", n)
