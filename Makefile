@@ -65,6 +65,7 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./controlplane/store/ ./wasm/... ./nodeagent/proxy/
 	$(GO) test -run '^$$' -bench PodStart -benchtime 1x ./nodeagent/
+	$(GO) test -run '^$$' -bench WriteAtomic -benchtime 200x ./nodeagent/
 	$(GO) test -run '^$$' -bench Sandbox -benchtime 5x ./nodeagent/podnet/
 	$(GO) test -run '^$$' -bench StreamThroughput -benchtime 20x ./controlplane/nodeapi/
 
