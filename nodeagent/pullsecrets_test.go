@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/runtimes"
 	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
+	"github.com/orca-edge/orca/runtimes/imagestore"
 )
 
 // waitingReasons records, in order and without repeats, the waiting
@@ -175,5 +177,34 @@ func TestSecretAuth(t *testing.T) {
 		if (err != nil) != tc.err || fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: %v, %v; want %v (error %v)", tc.name, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// An image pushed into the cluster's image store (as `orca image push`
+// does) runs on a node that has never seen it, with no registry (none
+// listens at the reference's 127.0.0.1:1): the runtime imports it from
+// the NATS Object Store by digest.
+func TestPodImageFromClusterStore(t *testing.T) {
+	ce := startContainerd(t)
+	e := newEnv(t)
+	images, err := imagestore.New(context.Background(), e.s.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(buildImages(t)[jobImage])
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := images.Push(context.Background(), "127.0.0.1:1/offline/job:v1", f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce.cfg.ImageSource = images
+	e.agent("edge-o", nil, ce.runtime(t))
+	e.pod("edge-o", simplePod("offline", "127.0.0.1:1/offline/job:v1", corev1.RestartPolicyNever))
+	got := e.waitPod("default", "offline", 60*time.Second, phaseIs(corev1.PodSucceeded))
+	if want := "127.0.0.1:1/offline/job@" + img.Digest; cs0(got).ImageID != want {
+		t.Errorf("imageID %q, want %q", cs0(got).ImageID, want)
 	}
 }
