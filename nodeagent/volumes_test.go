@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,6 +181,9 @@ func TestSecretVolume(t *testing.T) {
 	rt := volumeAgent(e, nil)
 	p := simplePod("sec", "sleep", corev1.RestartPolicyAlways)
 	p.Spec.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds", DefaultMode: int32p(0o400)}}}}
+	if os.Geteuid() == 0 {
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: int64p(4321)}
+	}
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "creds", MountPath: "/var/run/creds"}}
 	e.pod("n1", p)
 	e.waitPod("default", "sec", 10*time.Second, func(p *corev1.Pod) error {
@@ -200,10 +204,17 @@ func TestSecretVolume(t *testing.T) {
 	if err := fileIs(path, "s3cr3t"); err != nil {
 		t.Error(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o400 {
-		t.Errorf("secret file mode %v, %v; want 0400", fi, err)
+	wantMode := os.FileMode(0o400)
+	if os.Geteuid() == 0 {
+		wantMode = 0o440 // group-readable by the fsGroup, as the kubelet's SetVolumeOwnership
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != wantMode {
+		t.Errorf("secret file mode %v, %v; want %v", fi, err, wantMode)
 	}
 	if os.Geteuid() == 0 { // as the kubelet's, secrets stay off the disk
+		if fi, err := os.Stat(path); err != nil || fi.Sys().(*syscall.Stat_t).Gid != 4321 {
+			t.Errorf("secret file %v, %v: want group 4321 (fsGroup)", fi, err)
+		}
 		dir := mountOf(t, spec, "/var/run/creds").HostPath
 		if ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir)); err != nil || len(ms) != 1 || ms[0].FSType != "tmpfs" {
 			t.Errorf("secret volume mount %+v, %v; want a tmpfs", ms, err)
