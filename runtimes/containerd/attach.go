@@ -137,10 +137,11 @@ func (h *attachHub) closeStdin() bool {
 // opts.Resize resizes it. It returns nil when the task exits (after its
 // last output) or, with StdinOnce, once stdin was closed and the task
 // exited; ctx's error when ctx ends; runtimes.ErrNotFound for an unknown
-// task; an error for an exited task, for a client too slow to take the
+// task; an error for an exited or adopted task, for a client too slow to take the
 // output (more than 256 writes behind: it is detached, the container is
-// not slowed), and for stdin given to a task without one. Tasks adopted by
-// Recover serve output only.
+// not slowed). Stdin given to a task started without TaskSpec.Stdin is
+// not read (kubectl warns of it from the pod spec). Tasks adopted by
+// Recover serve no attach (their output is not followed by a hub).
 func (r *Runtime) Attach(ctx context.Context, id string, opts runtimes.AttachOptions) error {
 	t, err := r.get(id)
 	if err != nil {
