@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -196,6 +197,7 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 	case <-time.After(time.Duration(p.InitialDelaySeconds) * time.Second):
 	}
 	verdict := kind == liveness // readiness and startup start as failed
+	events := rate.NewLimiter(rate.Every(unhealthyEventRefill), unhealthyEventBurst)
 	var succ, fail int32
 	tick := time.NewTicker(period)
 	defer tick.Stop()
@@ -206,8 +208,9 @@ func (w *podWorker) probeLoop(ctx context.Context, name, task string, kind probe
 		} else {
 			succ, fail = 0, fail+1
 			// As the kubelet: every failed probe is an Event (the
-			// recorder aggregates repeats into a count).
-			if t.pod != nil && ctx.Err() == nil {
+			// recorder aggregates repeats into a count), within the
+			// budget of client-go's spam filter.
+			if t.pod != nil && ctx.Err() == nil && events.Allow() {
 				w.a.recorder.Event(t.pod, "spec.containers{"+name+"}", corev1.EventTypeWarning, "Unhealthy", truncateMessage(probeName(kind)+" probe failed: "+err.Error()))
 			}
 		}
@@ -265,6 +268,16 @@ func unsupportedProbe(p *corev1.Probe, rt runtimes.Runtime) string {
 	}
 	return ""
 }
+
+// A prober records at most unhealthyEventBurst Unhealthy Events at
+// once, then one per 5 minutes, as client-go's
+// EventSourceObjectSpamFilter (burst 25, refill every 5 minutes) bounds
+// a kubelet's Events about one pod: a probe failing every second does
+// not write an Event update every second.
+const (
+	unhealthyEventBurst  = 25
+	unhealthyEventRefill = 5 * time.Minute
+)
 
 // maxProbeOutput is how much of an exec probe's output is kept, as the
 // kubelet's maxReadLength (10 KiB).
