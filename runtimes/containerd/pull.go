@@ -136,6 +136,18 @@ func (r *Runtime) importFromSource(ctx context.Context, name, dgst string) (ctrd
 	if err != nil {
 		return nil, fmt.Errorf("cluster image store: image %s has digest %q: %v: %w", name, dgst, err, runtimes.ErrImage)
 	}
+	// The node has the image under another name: name it, no transfer.
+	if same, err := r.client.ImageService().List(ctx, fmt.Sprintf("target.digest==%s", dgst)); err == nil && len(same) > 0 {
+		is := r.client.ImageService()
+		m := images.Image{Name: name, Target: same[0].Target}
+		out, err := is.Update(ctx, m, "target")
+		if errdefs.IsNotFound(err) {
+			out, err = is.Create(ctx, m)
+		}
+		if err == nil {
+			return ctrd.NewImage(r.client, out), nil
+		}
+	}
 	begin := time.Now()
 	rc, err := r.cfg.ImageSource.Open(ctx, dgst)
 	if err != nil {

@@ -96,6 +96,9 @@ func TestImagePushThenRunOnNode(t *testing.T) {
 	cfg := d.RuntimeConfig(t)
 	cfg.ImageSource = images
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	if testing.Verbose() { // the runtime logs how long the import took
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	rt, err := containerd.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
