@@ -57,10 +57,6 @@ func buildImages(t testing.TB) map[string]string {
 			}
 			imageFiles[name] = f
 		}
-		if imageFiles[grpcImage], imagesErr = containerdtest.BuildGoImage(imagesDir, grpcImage, "github.com/orca-edge/orca/nodeagent/internal/grpchealth", nil); imagesErr != nil {
-			return
-		}
-		imageFiles[toolsImage], imagesErr = buildToolsImage(imagesDir)
 	})
 	if imagesErr != nil {
 		t.Fatal(imagesErr)
@@ -113,6 +109,46 @@ func (ce *containerdEnv) runtime(t testing.TB) *containerd.Runtime {
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	return rt
+}
+
+var (
+	lifecycleImagesOnce  sync.Once
+	lifecycleImagesErr   error
+	lifecycleImagesFiles []string
+)
+
+// importLifecycleImages builds toolsImage and grpcImage once per test
+// binary (beside buildImages' images, but not imported by
+// startContainerd: other tests count the images a node has) and imports
+// them into ce's containerd.
+func (ce *containerdEnv) importLifecycleImages(t testing.TB) {
+	t.Helper()
+	buildImages(t)
+	lifecycleImagesOnce.Do(func() {
+		var f string
+		if f, lifecycleImagesErr = containerdtest.BuildGoImage(imagesDir, grpcImage, "github.com/orca-edge/orca/nodeagent/internal/grpchealth", nil); lifecycleImagesErr != nil {
+			return
+		}
+		lifecycleImagesFiles = append(lifecycleImagesFiles, f)
+		if f, lifecycleImagesErr = buildToolsImage(imagesDir); lifecycleImagesErr == nil {
+			lifecycleImagesFiles = append(lifecycleImagesFiles, f)
+		}
+	})
+	if lifecycleImagesErr != nil {
+		t.Fatal(lifecycleImagesErr)
+	}
+	rt := ce.runtime(t)
+	for _, f := range lifecycleImagesFiles {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rt.Import(context.Background(), r)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // buildToolsImage writes toolsImage's archive into dir.

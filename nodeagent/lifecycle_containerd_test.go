@@ -42,6 +42,7 @@ func toolsPod(name, dir string) *corev1.Pod {
 // period does not hold the deletion past it.
 func TestContainerLifecycle(t *testing.T) {
 	ce := startContainerd(t)
+	ce.importLifecycleImages(t)
 	e := newEnv(t)
 	e.agent("edge-l", nil, ce.runtime(t))
 	ctx, cancel := context.WithCancel(context.Background())
