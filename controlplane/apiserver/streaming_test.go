@@ -417,6 +417,33 @@ func TestKubectlExecCpPortForward(t *testing.T) {
 				t.Errorf("%s negotiated %q, want %q", k.bin, got, k.protocol)
 			}
 		}
+		// A port the WASM pod does not serve: kubectl reports the agent's error.
+		home := t.TempDir()
+		pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+		defer pcancel()
+		cmd := exec.CommandContext(pctx, "/usr/bin/kubectl", "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "port-forward", "pod/wasm-web", ":9090")
+		cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
+		var pfOut, pfErr syncBuf
+		cmd.Stdout, cmd.Stderr = &pfOut, &pfErr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		defer pcancel()
+		storetest.Eventually(t, 30*time.Second, func() error {
+			m := regexp.MustCompile(`127\.0\.0\.1:(\d+) -> 9090`).FindStringSubmatch(pfOut.String())
+			if m == nil {
+				return fmt.Errorf("no port yet: %q", pfOut.String())
+			}
+			if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://127.0.0.1:" + m[1] + "/"); err == nil {
+				resp.Body.Close()
+			}
+			if !strings.Contains(pfErr.String(), "serves only its containerPorts (8080)") {
+				return fmt.Errorf("kubectl stderr %q", pfErr.String())
+			}
+			return nil
+		})
+
 		// exec into the WASM pod is refused, with a clear message.
 		_, errs, code := e.kubectlAt(ctx, "/usr/bin/kubectl", nil, "exec", "wasm-web", "--", "sh")
 		if code == 0 || !strings.Contains(errs, "exec is not supported for WASM pods") {
