@@ -320,12 +320,23 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pw.CloseWithError(io.EOF)
 		done <- st
 	}()
-	h.respond(w, r, pr)
+	answered := h.respond(w, r, pr)
 	// The response is written (or abandoned): end the instance if it still
 	// runs, and unblock its writes.
 	pr.CloseWithError(io.ErrClosedPipe)
 	cancel()
 	st := <-done
+	if !answered {
+		// The instance ended without a CGI response. One ended to make
+		// room for an older instance (the container's memory limit is
+		// contended) is refused as admission refuses: retry.
+		if im.wasEvicted() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the container's memory limit is in use by the requests in flight", http.StatusServiceUnavailable)
+		} else {
+			http.Error(w, "the module sent no CGI response", http.StatusInternalServerError)
+		}
+	}
 	switch {
 	case h.ctx.Err() != nil:
 		h.logf("%s %s: instance ended by Cancel: exit code %d, %s %s", r.Method, r.URL.Path, st.ExitCode, st.Reason, st.Message)
@@ -335,8 +346,10 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // respond copies the CGI response read from out to w (as
-// net/http/cgi.Handler.ServeHTTP does for a child process).
-func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Reader) {
+// net/http/cgi.Handler.ServeHTTP does for a child process). It returns
+// false, having written nothing, when out ends before any header: the
+// caller answers once it knows how the instance ended.
+func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Reader) bool {
 	br := bufio.NewReaderSize(out, 4096)
 	tp := textproto.NewReader(br)
 	headers := make(http.Header)
@@ -349,7 +362,7 @@ func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Read
 		if err != nil {
 			h.logf("%s %s: read response headers: %v", r.Method, r.URL.Path, err)
 			http.Error(w, "bad gateway", http.StatusInternalServerError)
-			return
+			return true
 		}
 		if line == "" {
 			sawBlank = true
@@ -366,13 +379,13 @@ func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Read
 			if len(val) < 3 {
 				h.logf("bogus status (short): %q", val)
 				http.Error(w, "bad gateway", http.StatusInternalServerError)
-				return
+				return true
 			}
 			code, err := strconv.Atoi(val[:3])
 			if err != nil || code < 100 || code > 999 {
 				h.logf("bogus status: %q", val)
 				http.Error(w, "bad gateway", http.StatusInternalServerError)
-				return
+				return true
 			}
 			status = code
 			continue
@@ -381,8 +394,7 @@ func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Read
 	}
 	if lines == 0 || !sawBlank {
 		h.logf("%s %s: no headers in the module's response", r.Method, r.URL.Path)
-		http.Error(w, "the module sent no CGI response", http.StatusInternalServerError)
-		return
+		return false
 	}
 	if headers.Get("Location") != "" && status == 0 {
 		status = http.StatusFound
@@ -390,7 +402,7 @@ func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Read
 	if status == 0 && headers.Get("Content-Type") == "" {
 		h.logf("%s %s: missing required Content-Type in headers", r.Method, r.URL.Path)
 		http.Error(w, "the module sent no Content-Type", http.StatusInternalServerError)
-		return
+		return true
 	}
 	if status == 0 {
 		status = http.StatusOK
@@ -404,4 +416,5 @@ func (h *CGIHandler) respond(w http.ResponseWriter, r *http.Request, out io.Read
 	if _, err := io.Copy(w, br); err != nil && err != io.ErrClosedPipe {
 		h.logf("%s %s: copy response body: %v", r.Method, r.URL.Path, err)
 	}
+	return true
 }
