@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -113,7 +114,10 @@ func Normalize(ref string) (string, error) {
 // (its io.containerd.image.name annotation, else a full reference in
 // org.opencontainers.image.ref.name). It returns the stored image.
 //
-// The archive must hold exactly one image (one entry in index.json),
+// The archive must hold oci-layout (version 1.0.0) and index.json once
+// each, entry names read as containerd's importer reads them (cleaned:
+// "x/../index.json" is index.json), so that what is checked is what
+// nodes import; exactly one image (one entry in index.json),
 // every blob under its sha256 (checked), and every blob that image's
 // manifest (or index, and its manifests) refers to. Errors wrap
 // ErrInvalidArchive for such archives, for an archive larger than
@@ -204,15 +208,26 @@ func Inspect(r io.Reader) (ocispec.Descriptor, string, error) {
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
-		name := strings.TrimPrefix(h.Name, "./")
+		// Names as containerd's importer reads them (path.Clean), so that
+		// the index checked here is the one a node imports.
+		name := path.Clean(h.Name)
 		switch {
 		case name == ocispec.ImageLayoutFile:
+			if layout {
+				return invalid("%s appears twice", name)
+			}
 			var l ocispec.ImageLayout
 			if err := json.NewDecoder(io.LimitReader(tr, maxIndexBytes)).Decode(&l); err != nil || l.Version == "" {
 				return invalid("oci-layout: %v", err)
 			}
+			if l.Version != ocispec.ImageLayoutVersion {
+				return invalid("oci-layout: version %q is not %s", l.Version, ocispec.ImageLayoutVersion)
+			}
 			layout = true
 		case name == "index.json":
+			if index != nil {
+				return invalid("index.json appears twice")
+			}
 			index = &ocispec.Index{}
 			if err := json.NewDecoder(io.LimitReader(tr, maxIndexBytes)).Decode(index); err != nil {
 				return invalid("index.json: %v", err)

@@ -156,6 +156,17 @@ func TestPushInvalid(t *testing.T) {
 		"corrupted blob": {"app:v1", rewrite(t, a, func(n string, b []byte) []byte { return corrupt(n, b) }, nil), "has sha256"},
 		"digest name":    {"app@" + desc.Digest.String(), a, "not a digest"},
 		"bad name":       {"UPPER:v1", a, "invalid"},
+		// containerd's importer cleans names: a second index.json under
+		// another spelling is the one a node would import.
+		"index twice":  {"app:v1", rewrite(t, a, func(n string, b []byte) []byte { return b }, map[string][]byte{"x/../index.json": indexOf(t, two)}), "index.json appears twice"},
+		"layout twice": {"app:v1", rewrite(t, a, func(n string, b []byte) []byte { return b }, map[string][]byte{"./oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`)}), "oci-layout appears twice"},
+		// containerd imports only layout version 1.0.0.
+		"layout version": {"app:v1", rewrite(t, a, func(n string, b []byte) []byte {
+			if n == "oci-layout" {
+				return []byte(`{"imageLayoutVersion":"2.0.0"}`)
+			}
+			return b
+		}, nil), "is not 1.0.0"},
 		"unnamed": {"", rewrite(t, a, func(n string, b []byte) []byte {
 			if n == "index.json" {
 				return bytes.ReplaceAll(b, []byte("io.containerd.image.name"), []byte("x.other"))
@@ -170,6 +181,22 @@ func TestPushInvalid(t *testing.T) {
 	}
 	if list, _ := s.List(ctx); len(list) != 0 {
 		t.Errorf("invalid pushes left %v", list)
+	}
+}
+
+// indexOf is the index.json of archive a.
+func indexOf(t *testing.T, a []byte) []byte {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(a))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no index.json: %v", err)
+		}
+		if h.Name == "index.json" {
+			b, _ := io.ReadAll(tr)
+			return b
+		}
 	}
 }
 
