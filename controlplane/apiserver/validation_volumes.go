@@ -177,7 +177,7 @@ func validateVolumeSource(src *corev1.VolumeSource, p *field.Path) field.ErrorLi
 }
 
 // validateKeyToPaths checks configMap and secret items: a valid key, a
-// relative path without "..", a mode 0-0777.
+// relative path without ".." and not starting with "..", a mode 0-0777.
 func validateKeyToPaths(items []corev1.KeyToPath, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, it := range items {
@@ -189,7 +189,7 @@ func validateKeyToPaths(items []corev1.KeyToPath, p *field.Path) field.ErrorList
 				errs = append(errs, field.Invalid(ip.Child("key"), it.Key, msg))
 			}
 		}
-		errs = append(errs, validateLocalDescendingPath(it.Path, ip.Child("path"))...)
+		errs = append(errs, validateLocalNonReservedPath(it.Path, ip.Child("path"))...)
 		errs = append(errs, validateMode(it.Mode, ip.Child("mode"))...)
 	}
 	return errs
@@ -206,7 +206,7 @@ func validateDownwardAPIFiles(items []corev1.DownwardAPIVolumeFile, p *field.Pat
 	var errs field.ErrorList
 	for i, it := range items {
 		ip := p.Index(i)
-		errs = append(errs, validateLocalDescendingPath(it.Path, ip.Child("path"))...)
+		errs = append(errs, validateLocalNonReservedPath(it.Path, ip.Child("path"))...)
 		errs = append(errs, validateMode(it.Mode, ip.Child("mode"))...)
 		switch {
 		case it.FieldRef != nil && it.ResourceFieldRef != nil:
@@ -323,6 +323,18 @@ func validateLocalDescendingPath(target string, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p, target, "must be a relative path"))
 	}
 	return append(errs, validateNoBacksteps(target, p)...)
+}
+
+// validateLocalNonReservedPath is Kubernetes': a local descending path
+// that does not start with "..", the names the atomic writer of
+// configMap, secret, downwardAPI and projected volumes keeps for itself
+// (..data, ..data_tmp, ..<timestamp>).
+func validateLocalNonReservedPath(target string, p *field.Path) field.ErrorList {
+	errs := validateLocalDescendingPath(target, p)
+	if strings.HasPrefix(target, "..") && !strings.HasPrefix(target, "../") {
+		errs = append(errs, field.Invalid(p, target, "must not start with '..'"))
+	}
+	return errs
 }
 
 // validateNoBacksteps refuses a ".." element, as Kubernetes' validatePathNoBacksteps.

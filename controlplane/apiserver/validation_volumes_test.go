@@ -53,6 +53,15 @@ func TestValidateVolumes(t *testing.T) {
 			"FieldValueInvalid:spec.volumes[4].downwardAPI.items[0].path", "FieldValueNotSupported:spec.volumes[4].downwardAPI.items[0].fieldRef.fieldPath",
 			"FieldValueRequired:spec.volumes[4].downwardAPI.items[1].resourceFieldRef.containerName", "FieldValueNotSupported:spec.volumes[4].downwardAPI.items[1].resourceFieldRef.resource",
 		}},
+		// The AtomicWriter owns names starting with "..": an item there
+		// would replace the volume's ..data link (Kubernetes'
+		// validateLocalNonReservedPath).
+		{name: "reserved paths", vols: []corev1.Volume{
+			{Name: "cm", VolumeSource: cm(corev1.KeyToPath{Key: "a", Path: "..data"}, corev1.KeyToPath{Key: "b", Path: "..x/y"})},
+			{Name: "dw", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+				{Path: "..data_tmp", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+		}, want: []string{"FieldValueInvalid:spec.volumes[0].configMap.items[0].path", "FieldValueInvalid:spec.volumes[0].configMap.items[1].path",
+			"FieldValueInvalid:spec.volumes[1].downwardAPI.items[0].path"}},
 		{name: "mounts", vols: []corev1.Volume{ok}, mounts: []corev1.VolumeMount{{Name: "nope", MountPath: "/a"}, {Name: "ok", MountPath: "/a", SubPath: "../x"},
 			{Name: "ok", MountPath: "/b", SubPath: "x", SubPathExpr: "y"}, {Name: "ok"}},
 			want: []string{"FieldValueNotFound:spec.containers[0].volumeMounts[0].name", "FieldValueInvalid:spec.containers[0].volumeMounts[1].mountPath",
