@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ const (
 	volDownward  = "downward-api"
 	volProjected = "projected"
 	volHostPath  = "host-path" // nothing under the pod: the node's path itself
+	// volSubPaths holds the bind mounts of subPaths (bindSubPath).
+	volSubPaths = "volume-subpaths"
 )
 
 // defaultVolumeMode is the mode of API-data volume files when neither the
@@ -426,7 +429,11 @@ func (a *Agent) removeOrphanVolumes() {
 
 // containerMounts resolves c's volumeMounts to runtime mounts: the
 // volume's path on the node, subPath (or subPathExpr expanded with env,
-// the container's environment) applied and checked by resolveSubPath;
+// the container's environment) applied and checked by resolveSubPath,
+// then, when the agent runs as root on Linux, bind-mounted by
+// bindSubPath at <pod volumes>/volume-subpaths/<volume>/<container>/<index
+// of the mount> (as the kubelet's), which is what the runtime mounts; the
+// pod's volume removal unmounts them;
 // read-only when the mount says so and always for API-data volumes.
 func (w *podWorker) containerMounts(ctx context.Context, c *corev1.Container, env map[string]string) ([]runtimes.Mount, error) {
 	if len(c.VolumeMounts) == 0 {
@@ -436,7 +443,7 @@ func (w *podWorker) containerMounts(ctx context.Context, c *corev1.Container, en
 		return nil, err
 	}
 	var out []runtimes.Mount
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		vol, ok := w.vols.vols[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %q of container %s: no volume of that name in the pod", vm.Name, c.Name)
@@ -454,10 +461,21 @@ func (w *podWorker) containerMounts(ctx context.Context, c *corev1.Container, en
 			if vol.notDir {
 				return nil, fmt.Errorf("volumeMount %q of container %s: subPath %q in a volume that is not a directory", vm.Name, c.Name, sub)
 			}
-			var err error
-			host, err = resolveSubPath(vol.path, sub, !vol.apiData)
+			base, resolved, err := resolveSubPath(vol.path, sub, !vol.apiData)
 			if err != nil {
 				return nil, fmt.Errorf("volumeMount %q of container %s: %w", vm.Name, c.Name, err)
+			}
+			host = resolved
+			if os.Geteuid() == 0 {
+				// What was checked is bound where only the agent writes,
+				// so that the container cannot swap it before runc mounts it.
+				rel, _ := filepath.Rel(base, resolved)
+				target := filepath.Join(w.a.podVolumeDir(w.uid), volSubPaths, vm.Name, c.Name, strconv.Itoa(i))
+				if err := bindSubPath(base, rel, target); err != nil && !errors.Is(err, errNoBind) {
+					return nil, fmt.Errorf("volumeMount %q of container %s: %w", vm.Name, c.Name, err)
+				} else if err == nil {
+					host = target
+				}
 			}
 		}
 		out = append(out, runtimes.Mount{HostPath: host, ContainerPath: vm.MountPath, ReadOnly: vm.ReadOnly || vol.apiData})

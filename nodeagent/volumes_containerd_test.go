@@ -88,16 +88,21 @@ func TestVolumesOnContainerd(t *testing.T) {
 	}
 	p.Spec.Containers = []corev1.Container{
 		{Name: "reader", Image: "probe:v1",
-			Env:          []corev1.EnvVar{{Name: "PROBE_CAT", Value: "/shared/x"}, {Name: "PROBE_WATCH", Value: "/etc/app/a.conf"}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/app"}, {Name: "shm", MountPath: "/shared"}}},
+			Env: []corev1.EnvVar{{Name: "PROBE_CAT", Value: "/shared/x,/a.conf"}, {Name: "PROBE_WATCH", Value: "/etc/app/a.conf"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/app"}, {Name: "shm", MountPath: "/shared"},
+				{Name: "cfg", MountPath: "/a.conf", SubPath: "a.conf"}}},
 		{Name: "writer", Image: "probe:v1",
-			Env:          []corev1.EnvVar{{Name: "PROBE_WRITE", Value: "/data/x,/etc/app/new"}, {Name: "PROBE_WATCH", Value: "/data/x"}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/data"}, {Name: "cfg", MountPath: "/etc/app"}}},
+			Env: []corev1.EnvVar{{Name: "PROBE_WRITE", Value: "/data/x,/etc/app/new,/sub/y"}, {Name: "PROBE_WATCH", Value: "/data/x"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "shm", MountPath: "/data"}, {Name: "cfg", MountPath: "/etc/app"},
+				{Name: "shm", MountPath: "/sub", SubPath: "sub"}}},
 	}
 	p = e.pod("n1", p)
 	waitLog(t, a, p, "reader", `watch /etc/app/a.conf="one"`)
 	waitLog(t, a, p, "writer", "write /data/x=ok")
 	waitLog(t, a, p, "writer", "write /etc/app/new error=open /etc/app/new: read-only file system")
+	// subPaths, bound by the agent (bindSubPath), of a directory and a file.
+	waitLog(t, a, p, "writer", "write /sub/y=ok")
+	waitLog(t, a, p, "reader", `cat /a.conf="one"`)
 
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		o, err := e.s.Get(ctx, store.ConfigMaps, "default", "app")
@@ -115,6 +120,9 @@ func TestVolumesOnContainerd(t *testing.T) {
 	waitLog(t, a, p, "reader", `watch /etc/app/a.conf="one, updated"`)
 
 	shm := filepath.Join(a.podVolumeDir(p.UID), volEmptyDir, "shm")
+	if b, err := os.ReadFile(filepath.Join(shm, "sub", "y")); err != nil || string(b) != "written by probe\n" {
+		t.Errorf("file the writer wrote into its subPath: %q, %v", b, err)
+	}
 	if b, err := os.ReadFile(filepath.Join(shm, "x")); err != nil || string(b) != "written by probe\n" {
 		t.Errorf("file the writer wrote into the emptyDir: %q, %v", b, err)
 	}
@@ -127,6 +135,9 @@ func TestVolumesOnContainerd(t *testing.T) {
 	storetest.Eventually(t, 30*time.Second, func() error {
 		if ok, _ := mountinfo.Mounted(shm); ok {
 			return fmt.Errorf("tmpfs still mounted on %s", shm)
+		}
+		if ms, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(a.podVolumeDir(p.UID))); len(ms) > 0 {
+			return fmt.Errorf("%s still mounted", ms[0].Mountpoint)
 		}
 		if _, err := os.Stat(a.podVolumeDir(p.UID)); !os.IsNotExist(err) {
 			return fmt.Errorf("volumes of the deleted pod: %v", err)

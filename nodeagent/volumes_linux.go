@@ -3,7 +3,9 @@ package nodeagent
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
@@ -37,6 +39,76 @@ func unmountUnder(dir string) error {
 		if err := unix.Unmount(m.Mountpoint, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 			return fmt.Errorf("unmount %s: %w", m.Mountpoint, err)
 		}
+	}
+	return nil
+}
+
+// bindSubPath bind-mounts the subPath rel of the volume at base (base
+// with its symlinks resolved, rel as resolveSubPath resolved it: every
+// element a real file or directory inside base) on target, as the
+// kubelet's doBindSubPath (the fix of CVE-2017-1002101): each element of
+// rel is opened relative to the one before without following symlinks
+// (O_PATH|O_NOFOLLOW), an element that has become a symlink since the
+// check is refused, and the opened file itself (/proc/self/fd/N) is
+// bound on target. What the container then mounts is target, which only
+// the agent writes, so a container that swaps a checked directory for a
+// symlink cannot redirect it. A mount left on target by an earlier start
+// is unmounted first. target is created as a directory or an empty file,
+// as the subPath is.
+func bindSubPath(base, rel, target string) error {
+	fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open volume %s: %w", base, err)
+	}
+	defer func() { unix.Close(fd) }()
+	for _, el := range strings.Split(filepath.Clean(rel), "/") {
+		if el == "" || el == "." {
+			continue
+		}
+		nfd, err := unix.Openat(fd, el, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open subPath %q at %q: %w", rel, el, err)
+		}
+		unix.Close(fd)
+		fd = nfd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat subPath %q: %w", rel, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return fmt.Errorf("subPath %q changed while it was mounted: %q is now a symlink", rel, el)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat subPath %q: %w", rel, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		return err
+	}
+	for {
+		mounted, err := mountinfo.Mounted(target)
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		if !mounted {
+			break
+		}
+		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount the previous subPath mount %s: %w", target, err)
+		}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := os.Mkdir(target, 0o750); err != nil && !os.IsExist(err) {
+			return err
+		}
+	} else if f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o640); err != nil {
+		return err
+	} else {
+		f.Close()
+	}
+	if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind subPath %q on %s: %w", rel, target, err)
 	}
 	return nil
 }

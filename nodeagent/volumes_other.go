@@ -16,3 +16,5 @@ func mountTmpfs(string, os.FileMode, *resource.Quantity) error {
 
 // unmountUnder has nothing to do where the agent mounts nothing.
 func unmountUnder(string) error { return nil }
+
+func bindSubPath(string, string, string) error { return errNoBind }

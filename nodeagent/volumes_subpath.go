@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"syscall"
 )
+
+// errNoBind: subPaths are bound only on Linux (bindSubPath); elsewhere
+// the checked path is mounted as it is.
+var errNoBind = errors.New("subPath bind mounts need Linux")
 
 // diskUsage is the space allocated to the files under dir, in bytes
 // (st_blocks * 512, as du counts; hard links once).
@@ -37,32 +42,34 @@ func diskUsage(dir string) int64 {
 }
 
 // resolveSubPath returns the node path of subPath sub inside the volume
-// at root, refusing what the kubelet refuses: an absolute sub, a ".."
-// element, or a symlink that leads out of the volume (checked element by
-// element, after resolving the volume's own symlinks). Missing
-// directories are created with the volume root's mode when create is set
-// (an emptyDir's or hostPath's subPath), as the kubelet's SafeMakeDir;
-// otherwise a missing subPath is an error. The check and the mount are
-// not one atomic step (the kubelet binds an opened file descriptor): a
-// container that swaps a checked directory for a symlink between the two
-// can escape, which a pod that can write the volume could also do on
-// restart; mount volumes shared with untrusted writers read-only.
-func resolveSubPath(root, sub string, create bool) (string, error) {
+// at root, and the volume's own path with its symlinks resolved (base),
+// refusing what the kubelet refuses: an absolute sub, a ".." element, or
+// a symlink that leads out of the volume (checked element by element,
+// after resolving the volume's own symlinks). Missing directories are
+// created with the volume root's mode when create is set (an emptyDir's
+// or hostPath's subPath), as the kubelet's SafeMakeDir; otherwise a
+// missing subPath is an error. The check and a mount of the returned
+// path are not one atomic step: containerMounts binds the checked path
+// with bindSubPath, which opens it again without following symlinks,
+// before the runtime mounts it. (A directory swapped for a symlink while
+// it is created here may still be created outside the volume, empty;
+// bindSubPath then refuses to mount it.)
+func resolveSubPath(root, sub string, create bool) (base, resolved string, err error) {
 	if filepath.IsAbs(sub) {
-		return "", fmt.Errorf("subPath %q must be a relative path", sub)
+		return "", "", fmt.Errorf("subPath %q must be a relative path", sub)
 	}
 	for _, el := range strings.Split(sub, "/") {
 		if el == ".." {
-			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
+			return "", "", fmt.Errorf("subPath %q must not contain '..'", sub)
 		}
 	}
-	base, err := filepath.EvalSymlinks(root)
+	base, err = filepath.EvalSymlinks(root)
 	if err != nil {
-		return "", fmt.Errorf("volume path %q: %w", root, err)
+		return "", "", fmt.Errorf("volume path %q: %w", root, err)
 	}
 	fi, err := os.Stat(base)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	perm := fi.Mode().Perm()
 	within := func(p string) bool { return p == base || strings.HasPrefix(p, base+"/") }
@@ -76,28 +83,28 @@ func resolveSubPath(root, sub string, create bool) (string, error) {
 		switch {
 		case os.IsNotExist(err):
 			if !create {
-				return "", fmt.Errorf("subPath %q does not exist in the volume", sub)
+				return "", "", fmt.Errorf("subPath %q does not exist in the volume", sub)
 			}
 			if err := os.Mkdir(next, perm); err != nil && !os.IsExist(err) {
-				return "", fmt.Errorf("create subPath %q: %w", sub, err)
+				return "", "", fmt.Errorf("create subPath %q: %w", sub, err)
 			}
 			os.Chmod(next, perm)
 		case err != nil:
-			return "", err
+			return "", "", err
 		case fi.Mode()&os.ModeSymlink != 0:
 			target, err := filepath.EvalSymlinks(next)
 			if err != nil {
-				return "", fmt.Errorf("subPath %q: %w", sub, err)
+				return "", "", fmt.Errorf("subPath %q: %w", sub, err)
 			}
 			if !within(target) {
-				return "", fmt.Errorf("subpath %q not within volume path %q", sub, root)
+				return "", "", fmt.Errorf("subpath %q not within volume path %q", sub, root)
 			}
 			next = target
 		}
 		cur = next
 	}
 	if !within(cur) {
-		return "", fmt.Errorf("subpath %q not within volume path %q", sub, root)
+		return "", "", fmt.Errorf("subpath %q not within volume path %q", sub, root)
 	}
-	return cur, nil
+	return base, cur, nil
 }
