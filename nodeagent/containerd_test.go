@@ -177,3 +177,31 @@ func TestContainerOOMKilled(t *testing.T) {
 		return nil
 	})
 }
+
+// An image reference that does not parse (a hostile or mistyped one) is
+// InvalidImageName with the kubelet's message, never a pull and its
+// ImagePullBackOff.
+func TestInvalidImageNameOnContainerd(t *testing.T) {
+	rt := containerdRuntime(t)
+	e := newEnv(t)
+	e.agent("n1", nil, rt)
+	bad := "registry.lan/Team/" + strings.Repeat("x", 300) + ":v1!"
+	e.pod("n1", simplePod("badimage", bad, corev1.RestartPolicyAlways))
+	want := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", bad, bad)
+	var reasons []string
+	e.waitPod("default", "badimage", 10*time.Second, func(p *corev1.Pod) error {
+		w := cs0(p).State.Waiting
+		if w != nil && (len(reasons) == 0 || reasons[len(reasons)-1] != w.Reason) {
+			reasons = append(reasons, w.Reason)
+		}
+		if w == nil || w.Reason != "InvalidImageName" || w.Message != want {
+			return fmt.Errorf("state %+v, want waiting InvalidImageName", cs0(p).State)
+		}
+		return nil
+	})
+	for _, r := range reasons {
+		if r == "ErrImagePull" || r == "ImagePullBackOff" {
+			t.Errorf("waiting reasons %v: a reference that does not parse was pulled", reasons)
+		}
+	}
+}

@@ -183,6 +183,11 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 			failed("ErrImageNeverPull", fmt.Errorf("Container image %q is not present with pull policy of Never", c.spec.Image)) //nolint:staticcheck // the kubelet's message
 			return
 		}
+		if errors.Is(err, runtimes.ErrInvalidImageName) {
+			// As the kubelet: its reason and message, and no ImagePullBackOff.
+			failed("InvalidImageName", fmt.Errorf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.spec.Image, c.spec.Image)) //nolint:staticcheck // the kubelet's message
+			return
+		}
 		if errors.Is(err, runtimes.ErrImage) {
 			failed("ErrImagePull", fmt.Errorf("failed to pull image %q: %w", c.spec.Image, err))
 			return

@@ -21,8 +21,14 @@ import (
 var ErrNotFound = errors.New("task not found")
 
 // ErrImage is wrapped by Start when the image/module cannot be fetched or
-// is invalid (the pod then shows ErrImagePull / InvalidImageName).
+// is invalid (the pod then shows ErrImagePull, or InvalidImageName for
+// ErrInvalidImageName).
 var ErrImage = errors.New("image unavailable")
+
+// ErrInvalidImageName wraps ErrImage when the image reference does not
+// parse (the pod then shows InvalidImageName, as with the kubelet, and
+// no pull is tried).
+var ErrInvalidImageName = fmt.Errorf("%w: invalid image reference", ErrImage)
 
 // ErrImageNeverPull wraps ErrImage when the image is not on the node and
 // the pull policy is Never (the pod then shows ErrImageNeverPull, as with

@@ -207,6 +207,8 @@ func validatePodSpec(sp *corev1.PodSpec, p *field.Path) field.ErrorList {
 			}
 			if c.Image == "" {
 				errs = append(errs, field.Required(idx.Child("image"), ""))
+			} else if strings.TrimSpace(c.Image) != c.Image {
+				errs = append(errs, field.Invalid(idx.Child("image"), c.Image, "must not have leading or trailing whitespace"))
 			}
 			errs = append(errs, validateResources(&c.Resources, idx.Child("resources"))...)
 			errs = append(errs, validateProbe(c.LivenessProbe, idx.Child("livenessProbe"))...)

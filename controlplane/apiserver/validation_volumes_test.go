@@ -95,3 +95,18 @@ func TestVolumeValidationAtTheAPI(t *testing.T) {
 		t.Errorf("POST = %d %s", code, out)
 	}
 }
+
+// An image with leading or trailing whitespace is refused, as
+// Kubernetes' validateContainerCommon (a node could not parse it).
+func TestValidateImageWhitespace(t *testing.T) {
+	for image, want := range map[string]string{"app:v1": "", " app:v1": "FieldValueInvalid:spec.containers[0].image", "app:v1\n": "FieldValueInvalid:spec.containers[0].image", "": "FieldValueRequired:spec.containers[0].image"} {
+		sp := &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}}
+		var got []string
+		for _, e := range validatePodSpec(sp, field.NewPath("spec")) {
+			got = append(got, string(e.Type)+":"+e.Field)
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("image %q: errors %v, want %q", image, got, want)
+		}
+	}
+}

@@ -58,7 +58,7 @@ type ImageSource interface {
 func (r *Runtime) image(ctx context.Context, spec runtimes.TaskSpec) (ctrd.Image, error) {
 	name, err := NormalizeImage(spec.Image)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, runtimes.ErrImage)
+		return nil, fmt.Errorf("%w: %w", err, runtimes.ErrInvalidImageName)
 	}
 	policy := spec.PullPolicy
 	if policy == "" {
