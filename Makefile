@@ -25,13 +25,15 @@ $(BIN)/hello.wasm: FORCE
 # built from source (no docker, no registry, no download).
 $(BIN)/hello-container.tar: FORCE
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o $(BIN)/hello-container ./examples/hello-container
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o $(BIN)/toolbox ./examples/hello-container/toolbox
 	$(GO) build -o $(BIN)/mkimage ./examples/hello-container/mkimage
-	$(BIN)/mkimage -name hello-container:v1 -port 80 -o $@ $(BIN)/hello-container
+	$(BIN)/mkimage -name hello-container:v1 -port 80 -toolbox $(BIN)/toolbox -o $@ $(BIN)/hello-container
 FORCE:
 
 # Builds everything, starts orca-server (embedded NATS) and one orca-agent
-# with data under $(RUNDIR)/, deploys examples/hello-wasm and prints where to
-# look. Runs until Ctrl-C.
+# with data under $(RUNDIR)/, deploys examples/hello-wasm and (where
+# containerd can run) examples/hello-container and prints where to look.
+# Runs until Ctrl-C.
 # The script checks its ports first, then builds.
 run:
 	@RUNDIR=$(RUNDIR) MAKE=$(MAKE) bash deploy/dev/run.sh

@@ -67,20 +67,37 @@ mkdir -p "$RUNDIR"
 for f in server agent; do # keep the previous run's logs
   [ -f "$RUNDIR/$f.log" ] && mv "$RUNDIR/$f.log" "$RUNDIR/$f.log.1"
 done
+# killall_containers ends every container of this run's containerd (its
+# shims serve a socket under $RUNDIR/agent), as k3s-killall.sh does, removes
+# their cgroups and unmounts their root filesystems, and prints how many it
+# ended. The pod network's namespaces stay mounted: the next agent releases
+# their addresses and masquerade rules (CNI DEL) when it finds them.
+killall_containers() {
+  local n=0 shim id cg
+  for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $(pwd -P)/$RUNDIR/agent/" || true); do
+    id=$(tr '\0' ' ' <"/proc/$shim/cmdline" 2>/dev/null | grep -o -- '-id [^ ]*' | cut -d' ' -f2)
+    pkill -KILL -P "$shim" 2>/dev/null || true
+    kill -KILL "$shim" 2>/dev/null || true
+    n=$((n + 1))
+    for cg in /sys/fs/cgroup/*/orca/"$id" /sys/fs/cgroup/orca/"$id"; do
+      [ -n "$id" ] && [ -d "$cg" ] || continue
+      for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
+    done
+  done
+  grep -o " $(pwd -P)/$RUNDIR/agent/[^ ]*" /proc/mounts 2>/dev/null | grep -v "/$RUNDIR/agent/podnet/" | sort -r | xargs -r umount -l 2>/dev/null || true
+  echo "$n"
+}
+
 # Each run starts from an empty cluster, so the demo is the same every
 # time; ORCA_KEEP_STATE=1 keeps the previous run's cluster state instead.
 if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
   # A run that was killed may leave containers (their shims serve the old
   # containerd's socket), pod network namespaces and container mounts
   # under the agent's directory: end and unmount them first.
-  for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $(pwd -P)/$RUNDIR/agent/" || true); do
-    pkill -KILL -P "$shim" 2>/dev/null || true
-    kill -KILL "$shim" 2>/dev/null || true
-  done
+  killall_containers >/dev/null
   # The pod network's state (agent/podnet) stays, its namespaces mounted:
   # the new agent releases the old pods' addresses, veths and masquerade
   # rules (CNI DEL) when it starts and finds their pods gone.
-  grep -o " $(pwd -P)/$RUNDIR/agent/[^ ]*" /proc/mounts 2>/dev/null | grep -v "/$RUNDIR/agent/podnet/" | sort -r | xargs -r umount -l 2>/dev/null || true
   rm -rf "$RUNDIR/server"
   [ -d "$RUNDIR/agent" ] && find "$RUNDIR/agent" -mindepth 1 -maxdepth 1 ! -name podnet -exec rm -rf {} +
 fi
@@ -98,6 +115,13 @@ cleanup() {
   fi
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  # Containers of pods you created outlive the agent too. The next run
+  # starts from an empty cluster, so end them now, unless the state is
+  # kept (ORCA_KEEP_STATE=1): then the next agent adopts them.
+  if [ "${ORCA_KEEP_STATE:-0}" != 1 ]; then
+    n=$(killall_containers)
+    [ "$n" -gt 0 ] && echo "ended $n container(s) of pods created during this run"
+  fi
   exit "${1:-0}"
 }
 trap 'cleanup $?' EXIT
@@ -183,13 +207,13 @@ Look further:
   export KUBECONFIG=$PWD/$RUNDIR/kubeconfig
   kubectl get pods,deployments,replicasets,services,endpoints,nodes -o wide
   kubectl logs deploy/hello-wasm
-  kubectl logs deploy/hello-container
+$(if [ "$containers" = 1 ]; then printf '  kubectl logs deploy/hello-container\n  kubectl exec -it deploy/hello-container -- sh       # a tiny shell: ls, cat, env, ... (kubectl cp works too)\n'; fi)
   kubectl scale deployment hello-wasm --replicas=5
   for i in 1 2 3; do curl -s http://127.0.0.1:$NODEPORT/; done
   go install github.com/nats-io/natscli/nats@v0.5.0   # the NATS CLI, once
   nats --server nats://$NATS kv ls pods
   nats --server nats://$NATS kv watch pods
-Logs: $RUNDIR/server.log, $RUNDIR/agent.log.  Ctrl-C stops orca.
+Logs: $RUNDIR/server.log, $RUNDIR/agent.log.  Ctrl-C (or kill -TERM $$) stops orca and every container it ran.
 MSG
 wait -n "${pids[@]}" || true
 echo "a component exited by itself; see $RUNDIR/server.log and $RUNDIR/agent.log" >&2

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -22,7 +23,7 @@ func TestWriteIsAReproducibleOCILayout(t *testing.T) {
 	}
 	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
 	for _, out := range []string{a, b} {
-		if err := write(out, "hello-container:v1", bin, 80); err != nil {
+		if err := write(out, "hello-container:v1", bin, 80, bin); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,10 +54,20 @@ func TestWriteIsAReproducibleOCILayout(t *testing.T) {
 	if _, ok := files["blobs/sha256/"+idx.Manifests[0].Digest.Encoded()]; !ok {
 		t.Error("manifest blob missing")
 	}
+	pathSet := false
+	for _, b := range files { // the image config sets PATH=/bin for the toolbox
+		var img ocispec.Image
+		if json.Unmarshal(b, &img) == nil && slices.Contains(img.Config.Env, "PATH=/bin") {
+			pathSet = true
+		}
+	}
+	if !pathSet {
+		t.Error("no image config with PATH=/bin: the toolbox is not installed")
+	}
 	if _, ok := files[ocispec.ImageLayoutFile]; !ok {
 		t.Error("oci-layout missing")
 	}
-	if err := write(filepath.Join(dir, "c.tar"), "x:v1", filepath.Join(dir, "missing"), 0); err == nil {
+	if err := write(filepath.Join(dir, "c.tar"), "x:v1", filepath.Join(dir, "missing"), 0, ""); err == nil {
 		t.Error("a missing binary gave no error")
 	}
 }

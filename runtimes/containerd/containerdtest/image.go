@@ -23,11 +23,11 @@ const (
 	// ToolboxPackage is a multi-call binary with the few commands tests
 	// exec in a container (sh -c, cat, echo, tar for kubectl cp, test,
 	// sleep, ttysize...); ToolboxFiles installs it.
-	ToolboxPackage = "github.com/orca-edge/orca/runtimes/containerd/containerdtest/toolbox"
+	ToolboxPackage = "github.com/orca-edge/orca/examples/hello-container/toolbox"
 )
 
 // ToolboxCommands are the names ToolboxFiles links to the toolbox.
-var ToolboxCommands = []string{"sh", "cat", "echo", "env", "pwd", "id", "test", "true", "false", "sleep", "touch", "ttysize", "tar"}
+var ToolboxCommands = []string{"sh", "cat", "ls", "echo", "env", "pwd", "id", "test", "true", "false", "sleep", "touch", "ttysize", "tar"}
 
 // ToolboxFiles are the files of an image layer holding the toolbox binary
 // bin (built from ToolboxPackage) as /bin/toolbox, with a symlink

@@ -7,6 +7,7 @@
 //	                       blanks ('...' and "..." quote), ";" separates commands,
 //	                       "exit N" ends with N; other words run as commands
 //	cat [FILE...]          copy the files (or stdin) to stdout
+//	ls [PATH...]           list the directories (or name the files), one per line
 //	echo [-n] WORD...      print the words
 //	env | pwd | id -u      print the environment, working directory, uid
 //	test -d|-f|-e PATH     exit 0 when PATH is a directory, file, exists
@@ -56,8 +57,16 @@ func run(name string, args []string) int {
 			return script(args[1])
 		}
 		code := 0
+		// On a terminal (kubectl exec -it ... -- sh) it prompts, as a shell.
+		_, err := unix.IoctlGetTermios(0, unix.TCGETS)
+		prompt := func() {
+			if err == nil {
+				fmt.Print("# ")
+			}
+		}
+		prompt()
 		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
+		for ; sc.Scan(); prompt() {
 			code = script(sc.Text())
 			if exited {
 				return code
@@ -141,6 +150,31 @@ func run(name string, args []string) int {
 			}
 		}
 		return 0
+	case "ls":
+		if len(args) == 0 {
+			args = []string{"."}
+		}
+		code := 0
+		for _, a := range args {
+			st, err := os.Stat(a)
+			if err != nil {
+				code = fail("ls: %v", err)
+				continue
+			}
+			if !st.IsDir() {
+				fmt.Println(a)
+				continue
+			}
+			es, err := os.ReadDir(a)
+			if err != nil {
+				code = fail("ls: %v", err)
+				continue
+			}
+			for _, e := range es {
+				fmt.Println(e.Name())
+			}
+		}
+		return code
 	case "ttysize":
 		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
 		if err != nil {
