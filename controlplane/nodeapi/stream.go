@@ -36,16 +36,23 @@ import (
 // the agent runs nothing before it); or the end of the stream (Orca-End, with Orca-Exit the
 // exit code of an exec, or Orca-Error and Orca-Status for a failure).
 // Unnumbered frames carry Orca-Ack: the Orca-Seq of the last frame the
-// side has consumed (delivered to its client or process).
+// side has consumed (delivered to its client or process), and Orca-Recv:
+// that of the last frame it received in order.
 //
 // Flow control, as the log stream's: a side has at most Window numbered
 // frames published and not acknowledged; the receiver buffers at most
 // that many (a peer that sends more fails the stream), so a stream holds
 // at most Window*MaxChunk bytes in each direction. A side repeats its ack
-// every Timeout/3 (a keepalive). A stream fails when the peer is silent
-// for Timeout (it vanished), when a frame is lost (a gap in Orca-Seq, or
-// dropped by the subscription), or when a send waits StallTimeout for
-// credit (the peer is alive but does not consume). Either side ends the
+// every Timeout/3 (a keepalive). Core NATS drops what is published to a
+// subject nobody is subscribed to, as while one side's connection is
+// back from a NATS restart and the other's not yet: a side whose frames
+// the peer's Orca-Recv does not count, although the ack came well after
+// them, publishes them again (go-back-N); the receiver drops frames it
+// has and frames past a gap. A stream fails when the peer is silent for
+// Timeout (it vanished), when a frame is lost for good (not received, or
+// a gap not filled, within Timeout; dropped by the subscription), or
+// when a send waits StallTimeout for credit (the peer is alive but does
+// not consume). Either side ends the
 // stream with an Orca-End frame; a side that goes away without one is
 // seen as silent. An agent serves at most a limited number of streams at
 // once (its choice; nodeagent's default is 64) and answers 429 past it.
@@ -77,6 +84,7 @@ const (
 	HeaderEnd   = "Orca-End"
 	HeaderExit  = "Orca-Exit"
 	HeaderAck   = "Orca-Ack"
+	HeaderRecv  = "Orca-Recv"
 	HeaderStart = "Orca-Start"
 )
 
@@ -198,11 +206,29 @@ type Stream struct {
 	err     error         // the stream's failure; mu must be held
 	ended   bool          // an End was sent; mu must be held
 	arrived chan struct{} // capacity 1: a frame or a failure arrived
-	failed  chan struct{} // closed with the first err; mu must be held to close
+	// unacked are the numbered frames published and not yet received by
+	// the peer (as its Orca-Recv says), oldest first, for retransmission;
+	// at most Window+1. peerRecv is the peer's last Orca-Recv (known once
+	// one came), ackAt when an ack last came, gapSince when a frame past
+	// the next one first came (a lost frame the peer will send again).
+	unacked       []sentFrame   // mu must be held
+	peerRecv      uint64        // mu must be held
+	peerRecvKnown bool          // mu must be held
+	ackAt         time.Time     // mu must be held
+	gapSince      time.Time     // mu must be held
+	failed        chan struct{} // closed with the first err; mu must be held to close
 
 	consumed atomic.Uint64 // Orca-Seq of the last frame Recv returned
 	done     chan struct{}
 	once     sync.Once
+}
+
+// sentFrame is a published numbered frame kept for retransmission.
+type sentFrame struct {
+	seq   uint64
+	msg   *nats.Msg
+	first time.Time // first published
+	last  time.Time // last published
 }
 
 func newStream(nc *nats.Conn, req StreamRequest) *Stream {
@@ -244,6 +270,15 @@ func (s *Stream) onMsg(m *nats.Msg) {
 			close(s.credit)
 			s.credit = make(chan struct{})
 		}
+		if r, err := strconv.ParseUint(m.Header.Get(HeaderRecv), 10, 64); err == nil {
+			s.peerRecvKnown, s.peerRecv = true, max(s.peerRecv, r)
+			s.ackAt = time.Now()
+			i := 0
+			for i < len(s.unacked) && s.unacked[i].seq <= s.peerRecv {
+				i++
+			}
+			s.unacked = s.unacked[i:]
+		}
 		return
 	}
 	if s.peer == "" && m.Header.Get("Status") == "503" && len(m.Data) == 0 {
@@ -251,11 +286,22 @@ func (s *Stream) onMsg(m *nats.Msg) {
 		return
 	}
 	n, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
-	if err != nil || n != s.recvSeq+1 {
+	switch {
+	case err != nil:
 		s.setErr(fmt.Errorf("%w: got frame %q, want %d", ErrStreamLost, m.Header.Get(HeaderSeq), s.recvSeq+1))
+		return
+	case n <= s.recvSeq:
+		return // sent again: had it
+	case n > s.recvSeq+1:
+		// One before it was lost (NATS reconnected): the peer sends it
+		// again, and this one after it.
+		if s.gapSince.IsZero() {
+			s.gapSince = time.Now()
+		}
 		return
 	}
 	s.recvSeq = n
+	s.gapSince = time.Time{}
 	// A sender has at most Window frames past the last ack it got, which
 	// is at most what this side consumed; +1 for an End past a full
 	// window (and the accept frame, which the requester acks late).
@@ -283,8 +329,10 @@ func (s *Stream) fail(err error) {
 	s.signal()
 }
 
-// keepalive repeats the ack every Timeout/3 and fails the stream when the
-// peer is silent for Timeout, until Close.
+// keepalive repeats the ack every Timeout/3, sends again the frames the
+// peer did not receive (retransmit), and fails the stream when the peer
+// is silent for Timeout or a lost frame did not arrive within Timeout,
+// until Close.
 func (s *Stream) keepalive() {
 	t := time.NewTicker(s.req.Timeout / 3)
 	defer t.Stop()
@@ -297,6 +345,7 @@ func (s *Stream) keepalive() {
 			s.mu.Lock()
 			silent := time.Since(s.heard)
 			s.mu.Unlock()
+			s.retransmit() // first: a gap not filled is a loss, not a silence
 			if silent > s.req.Timeout {
 				s.fail(fmt.Errorf("%w: nothing heard for %s", ErrStreamTimeout, silent.Round(time.Second)))
 			}
@@ -307,14 +356,48 @@ func (s *Stream) keepalive() {
 	}
 }
 
+// retransmit publishes again the frames the peer's last ack says it did
+// not receive although they were published before it (lost while NATS
+// reconnected: core NATS does not redeliver), and fails the stream with
+// ErrStreamLost when one is still missing after Timeout, or when a gap
+// in the peer's frames did not fill within Timeout.
+func (s *Stream) retransmit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	now := time.Now()
+	if !s.gapSince.IsZero() && now.Sub(s.gapSince) > s.req.Timeout {
+		s.setErr(fmt.Errorf("%w: frame %d did not come within %s", ErrStreamLost, s.recvSeq+1, s.req.Timeout))
+		return
+	}
+	if !s.peerRecvKnown || len(s.unacked) == 0 || !s.ackAt.After(s.unacked[0].last.Add(retransmitAfter)) {
+		return
+	}
+	if now.Sub(s.unacked[0].first) > s.req.Timeout {
+		s.setErr(fmt.Errorf("%w: the peer did not receive frame %d within %s", ErrStreamLost, s.unacked[0].seq, s.req.Timeout))
+		return
+	}
+	for i := range s.unacked {
+		_ = s.nc.PublishMsg(s.unacked[i].msg)
+		s.unacked[i].last = now
+	}
+}
+
+// retransmitAfter is how long after a frame was published an ack that
+// does not count it received means the frame was lost.
+const retransmitAfter = 500 * time.Millisecond
+
 func (s *Stream) sendAck() {
 	s.mu.Lock()
-	peer := s.peer
+	peer, recv := s.peer, s.recvSeq
 	s.mu.Unlock()
 	if peer == "" {
 		return
 	}
-	_ = s.nc.PublishMsg(&nats.Msg{Subject: peer, Header: nats.Header{HeaderAck: []string{strconv.FormatUint(s.consumed.Load(), 10)}}})
+	_ = s.nc.PublishMsg(&nats.Msg{Subject: peer, Header: nats.Header{HeaderAck: []string{strconv.FormatUint(s.consumed.Load(), 10)},
+		HeaderRecv: []string{strconv.FormatUint(recv, 10)}}})
 }
 
 // Recv returns the next frame (acknowledging the one it returned before).
@@ -403,8 +486,14 @@ func (s *Stream) publish(ctx context.Context, h nats.Header, data []byte) error 
 			if h.Get(HeaderEnd) != "" {
 				s.ended = true
 			}
-			err := s.nc.PublishMsg(&nats.Msg{Subject: s.peer, Header: h, Data: data})
+			m := &nats.Msg{Subject: s.peer, Header: h, Data: data}
+			now := time.Now()
+			s.unacked = append(s.unacked, sentFrame{seq: s.sendSeq, msg: m, first: now, last: now})
+			err := s.nc.PublishMsg(m)
 			s.mu.Unlock()
+			if err != nil && s.nc.IsReconnecting() {
+				err = nil // buffer full while NATS reconnects: the frame is sent again
+			}
 			return err
 		}
 		credit := s.credit

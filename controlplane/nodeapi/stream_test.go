@@ -188,8 +188,9 @@ func TestStreamStalledConsumer(t *testing.T) {
 	}
 }
 
-// A peer that ignores the window, or skips a frame, fails the stream
-// with ErrStreamLost rather than growing the buffer or passing a gap on.
+// A peer that ignores the window, or skips a frame and does not send it
+// again within Timeout, fails the stream with ErrStreamLost rather than
+// growing the buffer or passing a gap on.
 func TestStreamProtocolViolations(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -210,7 +211,7 @@ func TestStreamProtocolViolations(t *testing.T) {
 				}
 				nc.Flush()
 			})
-			s, err := nodeapi.OpenStream(ctx, nc, "n1", nodeapi.StreamRequest{Kind: nodeapi.StreamExec, Window: 4}, 5*time.Second)
+			s, err := nodeapi.OpenStream(ctx, nc, "n1", nodeapi.StreamRequest{Kind: nodeapi.StreamExec, Window: 4, Timeout: 600 * time.Millisecond}, 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
