@@ -18,10 +18,14 @@ import (
 // creates the destination, a file for a file source and a directory
 // otherwise.
 func mountOpts(spec runtimes.TaskSpec) []oci.SpecOpts {
-	if len(spec.Mounts) == 0 {
-		return nil
+	// The container's own cgroup at /sys/fs/cgroup, read-only unless
+	// privileged, as the CRI plugin mounts it: programs read their limits
+	// there (the Go and JVM runtimes, memory-aware servers).
+	cgroupOpts := []string{"nosuid", "noexec", "nodev", "relatime", "ro"}
+	if spec.Security != nil && spec.Security.Privileged {
+		cgroupOpts[len(cgroupOpts)-1] = "rw"
 	}
-	ms := make([]specs.Mount, 0, len(spec.Mounts))
+	ms := []specs.Mount{{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: cgroupOpts}}
 	for _, m := range spec.Mounts {
 		opts := []string{"rbind", "rprivate"}
 		if m.ReadOnly {

@@ -170,3 +170,16 @@ func TestCPUShares(t *testing.T) {
 		e.rt.Remove(ctx, s.ID)
 	}
 }
+
+// The container sees its own cgroup, read-only, at /sys/fs/cgroup, as under
+// the CRI: its memory limit can be read there.
+func TestCgroupMount(t *testing.T) {
+	e := newRuntime(t)
+	limitFile := "/sys/fs/cgroup/memory.max" // cgroup v2
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err == nil {
+		limitFile = "/sys/fs/cgroup/memory/memory.limit_in_bytes" // v1
+	}
+	log := probe(t, e, func(s *runtimes.TaskSpec) { s.MemoryLimitBytes = 64 << 20 },
+		"PROBE_CAT="+limitFile, "PROBE_WRITE="+limitFile)
+	wantLines(t, log, fmt.Sprintf("cat %s=%q", limitFile, "67108864\n"), "write "+limitFile+" error=")
+}
