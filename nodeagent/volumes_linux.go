@@ -98,7 +98,15 @@ func bindSubPath(base, rel, target string) error {
 			return fmt.Errorf("unmount the previous subPath mount %s: %w", target, err)
 		}
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if fi, err := os.Lstat(target); err == nil && fi.IsDir() != isDir {
+		// The subPath changed from a directory to a file or back since
+		// an earlier start: the target (not mounted, agent-owned) follows.
+		if err := os.Remove(target); err != nil {
+			return fmt.Errorf("replace the subPath mount point %s: %w", target, err)
+		}
+	}
+	if isDir {
 		if err := os.Mkdir(target, 0o750); err != nil && !os.IsExist(err) {
 			return err
 		}

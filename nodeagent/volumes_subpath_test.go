@@ -86,6 +86,18 @@ func TestBindSubPathHoldsWhatWasChecked(t *testing.T) {
 	if err := fileIs(ftarget, "file"); err != nil {
 		t.Error(err)
 	}
+	// The subPath turned from a directory into a file since: the target follows.
+	os.RemoveAll(filepath.Join(vol, "moved"))
+	os.Remove(filepath.Join(vol, "data"))
+	if err := os.WriteFile(filepath.Join(vol, "data"), []byte("now a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bindSubPath(base, "data", target); err != nil {
+		t.Fatal(err)
+	}
+	if err := fileIs(target, "now a file"); err != nil {
+		t.Error(err)
+	}
 	if err := unmountUnder(filepath.Dir(target)); err != nil {
 		t.Fatal(err)
 	}
