@@ -193,6 +193,10 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 			return
 		}
 		if errors.Is(err, runtimes.ErrCreateContainerConfig) {
+			var ce *runtimes.ConfigError
+			if errors.As(err, &ce) {
+				err = ce // the kubelet's words, without the runtime's context
+			}
 			failed("CreateContainerConfigError", err)
 			return
 		}

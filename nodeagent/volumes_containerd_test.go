@@ -149,7 +149,7 @@ func TestVolumesOnContainerd(t *testing.T) {
 	nr.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: boolp(true)}
 	e.pod("n1", nr)
 	e.waitPod("default", "nonroot", 30*time.Second, func(p *corev1.Pod) error {
-		if w := cs0(p).State.Waiting; w == nil || w.Reason != "CreateContainerConfigError" || !strings.Contains(w.Message, "container has runAsNonRoot and image will run as root") {
+		if w := cs0(p).State.Waiting; w == nil || w.Reason != "CreateContainerConfigError" || !strings.HasPrefix(w.Message, "container has runAsNonRoot and image will run as root (pod: ") {
 			return fmt.Errorf("state %+v", cs0(p).State)
 		}
 		return nil

@@ -40,6 +40,21 @@ var ErrImageNeverPull = fmt.Errorf("%w: not present and the pull policy is Never
 // container then waits with CreateContainerConfigError.
 var ErrCreateContainerConfig = errors.New("invalid container config")
 
+// ConfigError is an ErrCreateContainerConfig (errors.Is) whose Message is
+// what the container's waiting state and its Event show, in the kubelet's
+// words, without the runtime's own context around it.
+type ConfigError struct{ Message string }
+
+func (e *ConfigError) Error() string { return e.Message }
+
+// Is makes a ConfigError match ErrCreateContainerConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrCreateContainerConfig }
+
+// ConfigErrorf returns a ConfigError with a formatted message.
+func ConfigErrorf(format string, a ...any) error {
+	return &ConfigError{Message: fmt.Sprintf(format, a...)}
+}
+
 // Port asks the runtime to expose one containerPort on the node.
 type Port struct {
 	// Name is the containerPort's name ("http"), may be empty.

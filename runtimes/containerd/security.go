@@ -157,8 +157,8 @@ func checkImageUser(spec runtimes.TaskSpec, ic ocispec.ImageConfig) oci.SpecOpts
 			return nil
 		}
 		if _, err := strconv.ParseUint(u, 10, 32); err != nil {
-			return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s): %w",
-				u, podRef(spec), spec.ContainerName, runtimes.ErrCreateContainerConfig)
+			return runtimes.ConfigErrorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)",
+				u, podRef(spec), spec.ContainerName)
 		}
 		return nil
 	}
@@ -177,9 +177,9 @@ func verifyRunAsNonRoot(spec runtimes.TaskSpec) oci.SpecOpts {
 		pod := podRef(spec)
 		if s.Process.User.UID == 0 {
 			if spec.Security.RunAsUser != nil {
-				return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s): %w", pod, spec.ContainerName, runtimes.ErrCreateContainerConfig)
+				return runtimes.ConfigErrorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", pod, spec.ContainerName)
 			}
-			return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s): %w", pod, spec.ContainerName, runtimes.ErrCreateContainerConfig)
+			return runtimes.ConfigErrorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", pod, spec.ContainerName)
 		}
 		return nil
 	}

@@ -1,7 +1,6 @@
 package wazero
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/orca-edge/orca/runtimes"
@@ -21,11 +20,11 @@ func preopens(spec runtimes.TaskSpec) ([]wasm.Mount, error) {
 	for _, m := range spec.Mounts {
 		fi, err := os.Stat(m.HostPath)
 		if err != nil {
-			return nil, fmt.Errorf("volume mount at %s: %v: %w", m.ContainerPath, err, runtimes.ErrCreateContainerConfig)
+			return nil, runtimes.ConfigErrorf("volume mount at %s: %v", m.ContainerPath, err)
 		}
 		if !fi.IsDir() {
-			return nil, fmt.Errorf("volume mount at %s: %s is not a directory, and WASM guests can be given directories only (WASI preopens): %w",
-				m.ContainerPath, m.HostPath, runtimes.ErrCreateContainerConfig)
+			return nil, runtimes.ConfigErrorf("volume mount at %s: %s is not a directory, and WASM guests can be given directories only (WASI preopens)",
+				m.ContainerPath, m.HostPath)
 		}
 		out = append(out, wasm.Mount{HostDir: m.HostPath, GuestPath: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
