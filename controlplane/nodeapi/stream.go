@@ -1,6 +1,7 @@
 package nodeapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -486,7 +487,9 @@ func (s *Stream) publish(ctx context.Context, h nats.Header, data []byte) error 
 			if h.Get(HeaderEnd) != "" {
 				s.ended = true
 			}
-			m := &nats.Msg{Subject: s.peer, Header: h, Data: data}
+			// A copy: the frame may be sent again after the caller
+			// reused its buffer.
+			m := &nats.Msg{Subject: s.peer, Header: h, Data: bytes.Clone(data)}
 			now := time.Now()
 			s.unacked = append(s.unacked, sentFrame{seq: s.sendSeq, msg: m, first: now, last: now})
 			err := s.nc.PublishMsg(m)

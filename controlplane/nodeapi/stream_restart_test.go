@@ -83,9 +83,11 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	if err := s.Send(ctx, nodeapi.ChanStdin, []byte("during")); err != nil { // buffered by the client
+	buf := []byte("during")
+	if err := s.Send(ctx, nodeapi.ChanStdin, buf); err != nil { // buffered by the client
 		t.Fatal(err)
 	}
+	copy(buf, "reused") // the caller's buffer is its own again once Send returned
 	srv, err = store.StartEmbedded(store.EmbeddedConfig{Port: port, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
