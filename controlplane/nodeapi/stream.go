@@ -274,12 +274,14 @@ func (s *Stream) onMsg(m *nats.Msg) {
 		if r, err := strconv.ParseUint(m.Header.Get(HeaderRecv), 10, 64); err == nil {
 			s.peerRecvKnown, s.peerRecv = true, max(s.peerRecv, r)
 			s.ackAt = time.Now()
-			i := 0
-			for i < len(s.unacked) && s.unacked[i].seq <= s.peerRecv {
-				i++
-			}
-			s.unacked = s.unacked[i:]
 		}
+		// What the peer received (or consumed: a peer that sends no
+		// Orca-Recv) is not sent again.
+		i := 0
+		for i < len(s.unacked) && s.unacked[i].seq <= max(s.peerRecv, s.acked) {
+			i++
+		}
+		s.unacked = s.unacked[i:]
 		return
 	}
 	if s.peer == "" && m.Header.Get("Status") == "503" && len(m.Data) == 0 {

@@ -103,3 +103,51 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 		t.Errorf("agent side: %v", err)
 	}
 }
+
+// A peer of an earlier version acks without Orca-Recv: nothing is sent
+// again, and what it consumed is not kept for that.
+func TestStreamWithPeerWithoutRecv(t *testing.T) {
+	nc := connect(t)
+	ctx := streamCtx(t)
+	got := make(chan []byte, 64)
+	serveStreams(t, nc, "old", func(m *nats.Msg, r nodeapi.StreamRequest) {
+		// A raw agent of the earlier protocol: accepts, acks each frame
+		// it consumes with Orca-Ack only.
+		inbox := nats.NewInbox()
+		sub, _ := nc.SubscribeSync(inbox)
+		nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{nodeapi.HeaderSeq: []string{"1"}, nodeapi.HeaderPeer: []string{inbox}}})
+		for {
+			f, err := sub.NextMsg(5 * time.Second)
+			if err != nil {
+				return
+			}
+			if f.Header.Get(nodeapi.HeaderAck) != "" {
+				continue
+			}
+			got <- f.Data
+			nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{nodeapi.HeaderAck: []string{f.Header.Get(nodeapi.HeaderSeq)}}})
+		}
+	})
+	nc.Flush()
+	s, err := nodeapi.OpenStream(ctx, nc, "old", nodeapi.StreamRequest{Kind: nodeapi.StreamExec, Window: 2, Timeout: 600 * time.Millisecond}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 10 {
+		if err := s.Send(ctx, nodeapi.ChanStdin, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if b := <-got; len(b) != 1 || b[0] != byte(i) {
+			t.Fatalf("frame %d: %v", i, b)
+		}
+	}
+	// Past a few keepalives: no frame came twice.
+	select {
+	case b := <-got:
+		t.Errorf("a frame came again: %v", b)
+	case <-time.After(time.Second):
+	}
+}
