@@ -56,29 +56,11 @@ func unmountUnder(dir string) error {
 // is unmounted first. target is created as a directory or an empty file,
 // as the subPath is.
 func bindSubPath(base, rel, target string) error {
-	fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openNoFollow(base, rel)
 	if err != nil {
-		return fmt.Errorf("open volume %s: %w", base, err)
+		return err
 	}
-	defer func() { unix.Close(fd) }()
-	for _, el := range strings.Split(filepath.Clean(rel), "/") {
-		if el == "" || el == "." {
-			continue
-		}
-		nfd, err := unix.Openat(fd, el, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open subPath %q at %q: %w", rel, el, err)
-		}
-		unix.Close(fd)
-		fd = nfd
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("stat subPath %q: %w", rel, err)
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return fmt.Errorf("subPath %q changed while it was mounted: %q is now a symlink", rel, el)
-		}
-	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat subPath %q: %w", rel, err)
@@ -119,4 +101,58 @@ func bindSubPath(base, rel, target string) error {
 		return fmt.Errorf("bind subPath %q on %s: %w", rel, target, err)
 	}
 	return nil
+}
+
+// openNoFollow opens rel inside base (base's own symlinks resolved) as
+// an O_PATH descriptor, each element relative to the one before and
+// without following symlinks: an element that is a symlink (swapped in
+// since rel was checked) is refused.
+func openNoFollow(base, rel string) (int, error) {
+	fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open volume %s: %w", base, err)
+	}
+	for _, el := range strings.Split(filepath.Clean(rel), "/") {
+		if el == "" || el == "." {
+			continue
+		}
+		nfd, err := unix.Openat(fd, el, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, fmt.Errorf("open subPath %q at %q: %w", rel, el, err)
+		}
+		fd = nfd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("stat subPath %q: %w", rel, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(fd)
+			return -1, fmt.Errorf("subPath %q changed while it was mounted: %q is now a symlink", rel, el)
+		}
+	}
+	return fd, nil
+}
+
+// mkdirNoFollow creates directory name in dir (rel inside base, as
+// openNoFollow opens it) with mode perm, not filtered by the umask, as
+// the kubelet's doSafeMakeDir: the mode is set through the new
+// directory's own descriptor, so that a symlink swapped in for it by a
+// container never has its target's mode changed.
+func mkdirNoFollow(base, rel, name string, perm os.FileMode) error {
+	dfd, err := openNoFollow(base, rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := unix.Mkdirat(dfd, name, uint32(perm.Perm())); err != nil && err != unix.EEXIST {
+		return err
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the new directory %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, uint32(perm.Perm()))
 }

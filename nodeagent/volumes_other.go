@@ -5,6 +5,7 @@ package nodeagent
 import (
 	"errors"
 	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -18,3 +19,12 @@ func mountTmpfs(string, os.FileMode, *resource.Quantity) error {
 func unmountUnder(string) error { return nil }
 
 func bindSubPath(string, string, string) error { return errNoBind }
+
+// mkdirNoFollow creates directory name in base/rel with mode perm.
+func mkdirNoFollow(base, rel, name string, perm os.FileMode) error {
+	p := filepath.Join(base, rel, name)
+	if err := os.Mkdir(p, perm); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return os.Chmod(p, perm)
+}

@@ -48,12 +48,11 @@ func diskUsage(dir string) int64 {
 // after resolving the volume's own symlinks). Missing directories are
 // created with the volume root's mode when create is set (an emptyDir's
 // or hostPath's subPath), as the kubelet's SafeMakeDir; otherwise a
-// missing subPath is an error. The check and a mount of the returned
-// path are not one atomic step: containerMounts binds the checked path
-// with bindSubPath, which opens it again without following symlinks,
-// before the runtime mounts it. (A directory swapped for a symlink while
-// it is created here may still be created outside the volume, empty;
-// bindSubPath then refuses to mount it.)
+// missing subPath is an error. Directories are created and their mode
+// set without following symlinks (mkdirNoFollow). The check and a mount
+// of the returned path are not one atomic step: containerMounts binds
+// the checked path with bindSubPath, which opens it again without
+// following symlinks, before the runtime mounts it.
 func resolveSubPath(root, sub string, create bool) (base, resolved string, err error) {
 	if filepath.IsAbs(sub) {
 		return "", "", fmt.Errorf("subPath %q must be a relative path", sub)
@@ -85,10 +84,10 @@ func resolveSubPath(root, sub string, create bool) (base, resolved string, err e
 			if !create {
 				return "", "", fmt.Errorf("subPath %q does not exist in the volume", sub)
 			}
-			if err := os.Mkdir(next, perm); err != nil && !os.IsExist(err) {
+			rel, _ := filepath.Rel(base, cur)
+			if err := mkdirNoFollow(base, rel, el, perm); err != nil {
 				return "", "", fmt.Errorf("create subPath %q: %w", sub, err)
 			}
-			os.Chmod(next, perm)
 		case err != nil:
 			return "", "", err
 		case fi.Mode()&os.ModeSymlink != 0:

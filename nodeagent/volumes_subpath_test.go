@@ -145,3 +145,58 @@ func TestSubPathMountSurvivesASwap(t *testing.T) {
 		return nil
 	})
 }
+
+// A container that swaps a subPath directory the agent is creating for a
+// symlink to a node file (between the mkdir and the chmod) does not get
+// that file's mode changed: the mode is set through the new directory's
+// own descriptor. The swap is raced here many times.
+func TestSubPathCreationDoesNotChmodThroughASymlink(t *testing.T) {
+	containerdtest.Require(t) // root: the node file is not the test's to chmod otherwise
+	vol := filepath.Join(t.TempDir(), "vol")
+	if err := os.Mkdir(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(vol, 0o777)
+	secret := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x := filepath.Join(vol, "x")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the container
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if os.Remove(x) == nil { // the agent's new directory (or the link)
+				os.Symlink(secret, x)
+			}
+		}
+	}()
+	for range 1000 {
+		resolveSubPath(vol, "x", true)
+		if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
+			close(stop)
+			<-done
+			t.Fatalf("the node file's mode is %v (%v): the agent chmodded it through the container's symlink", fi.Mode(), err)
+		}
+		os.Remove(x)
+	}
+	close(stop)
+	<-done
+	// A directory that is a symlink already is refused, not followed.
+	os.Remove(x)
+	if err := os.Symlink(secret, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdirNoFollow(vol, ".", "x", 0o777); err == nil {
+		t.Error("mkdirNoFollow over a symlink succeeded")
+	}
+	if fi, _ := os.Stat(secret); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+}
