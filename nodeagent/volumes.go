@@ -170,7 +170,7 @@ func (w *podWorker) setupEmptyDir(vol *volume) error {
 		if os.Geteuid() != 0 {
 			w.a.log.Warn("emptyDir medium Memory needs root for a tmpfs; using a directory on disk", "pod", w.key(), "volume", vol.name)
 		} else {
-			if err := mountTmpfs(vol.path, 0o777, ed.SizeLimit); err != nil {
+			if err := mountTmpfs(vol.path, 0o777, memoryVolumeBytes(w.pod, ed.SizeLimit, memTotal())); err != nil {
 				return err
 			}
 			vol.tmpfs = true
@@ -274,7 +274,7 @@ func (w *podWorker) setupAPIData(ctx context.Context, v *corev1.Volume, path, ki
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return nil, err
 		}
-		if err := mountTmpfs(path, 0o755, nil); err != nil {
+		if err := mountTmpfs(path, 0o755, 0); err != nil {
 			w.a.log.Warn("secret volume on disk: no tmpfs", "pod", w.key(), "volume", v.Name, "err", err)
 		} else {
 			vol.tmpfs = true
@@ -669,6 +669,41 @@ func formatMap(m map[string]string) string {
 		fmt.Fprintf(&b, "%s=%q", k, m[k])
 	}
 	return b.String()
+}
+
+// memoryVolumeBytes is the size of a medium: Memory emptyDir's tmpfs, as
+// the kubelet's calculateEmptyDirMemorySize: the node's memory (mem,
+// bytes), less when the pod's memory limit is (every container has one:
+// the sum of the app containers', or the largest init container's if
+// more), less again when the volume's sizeLimit is (a value of 0 or
+// below does not count). Pages of a tmpfs are not reclaimed under
+// memory pressure, so a sizeLimit above what the pod may use would let
+// it take the node's memory. 0 leaves the kernel's default (half the
+// memory).
+func memoryVolumeBytes(pod *corev1.Pod, sizeLimit *resource.Quantity, mem int64) int64 {
+	size := mem
+	lower := func(v int64) {
+		if v > 0 && (size <= 0 || v < size) {
+			size = v
+		}
+	}
+	var apps, inits int64
+	limited := len(pod.Spec.Containers) > 0
+	for _, c := range pod.Spec.Containers {
+		l, ok := c.Resources.Limits[corev1.ResourceMemory]
+		limited = limited && ok && l.Value() > 0
+		apps += l.Value()
+	}
+	for _, c := range pod.Spec.InitContainers {
+		l, ok := c.Resources.Limits[corev1.ResourceMemory]
+		limited = limited && ok && l.Value() > 0
+		inits = max(inits, l.Value())
+	}
+	if limited {
+		lower(max(apps, inits))
+	}
+	lower(quantityBytes(sizeLimit))
+	return size
 }
 
 // quantityBytes is q in bytes, 0 for nil.

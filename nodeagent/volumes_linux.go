@@ -9,18 +9,17 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// mountTmpfs mounts a tmpfs (with mode, size= sizeLimit in bytes when
-// set) on dir unless one is mounted there already (a previous agent's).
-func mountTmpfs(dir string, mode os.FileMode, sizeLimit *resource.Quantity) error {
+// mountTmpfs mounts a tmpfs (with mode, size= size in bytes when above
+// 0) on dir unless one is mounted there already (a previous agent's).
+func mountTmpfs(dir string, mode os.FileMode, size int64) error {
 	if ok, err := mountinfo.Mounted(dir); err == nil && ok {
 		return nil
 	}
 	opts := fmt.Sprintf("mode=%#o", mode.Perm())
-	if b := quantityBytes(sizeLimit); b > 0 {
-		opts += fmt.Sprintf(",size=%d", b)
+	if size > 0 {
+		opts += fmt.Sprintf(",size=%d", size)
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)

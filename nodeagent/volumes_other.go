@@ -6,12 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // mountTmpfs needs Linux: elsewhere a memory emptyDir cannot be had.
-func mountTmpfs(string, os.FileMode, *resource.Quantity) error {
+func mountTmpfs(string, os.FileMode, int64) error {
 	return errors.New("tmpfs volumes need Linux")
 }
 
