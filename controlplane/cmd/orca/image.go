@@ -31,14 +31,6 @@ func newImageCommand() *cobra.Command {
 	return cmd
 }
 
-type imagePushOptions struct {
-	name     string
-	server   string
-	natsURL  string
-	timeout  time.Duration
-	progress string
-}
-
 func newImagePushCommand() *cobra.Command {
 	o := imagePushOptions{}
 	cmd := &cobra.Command{

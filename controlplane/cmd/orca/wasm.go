@@ -76,6 +76,7 @@ func listDigests(cmd *cobra.Command, path, what string) error {
 	return w.Flush()
 }
 
+// pushOptions are the flags of `orca wasm push` and `orca image push`.
 type pushOptions struct {
 	name     string
 	server   string
@@ -83,6 +84,9 @@ type pushOptions struct {
 	timeout  time.Duration
 	progress string
 }
+
+// imagePushOptions are pushOptions with the image push's run.
+type imagePushOptions pushOptions
 
 func newWasmPushCommand() *cobra.Command {
 	o := pushOptions{}
