@@ -89,9 +89,14 @@ func TestContainerDeploymentFromRegistry(t *testing.T) {
 		}
 		return nil
 	})
-	if out := c.mustKubectl(t, "get", "pod", "crash", "-o", "jsonpath={.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated.exitCode}"); out == "0 " || !strings.HasSuffix(out, " 3") {
-		t.Errorf("restartCount and lastState exit code of pod crash: %q, want >0 and 3", out)
-	}
+	// The status the agent writes follows the log files by a moment.
+	storetest.Eventually(t, 30*time.Second, func() error {
+		out, err := c.kubectlIn("", "get", "pod", "crash", "-o", "jsonpath={.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated.exitCode}")
+		if err != nil || strings.HasPrefix(out, "0 ") || !strings.HasSuffix(out, " 3") {
+			return fmt.Errorf("restartCount and lastState exit code of pod crash: %q (%v), want >0 and 3", out, err)
+		}
+		return nil
+	})
 	c.mustKubectl(t, "delete", "pod", "crash", "--grace-period=0", "--force")
 
 	nodePort := freeNodePort(t)
