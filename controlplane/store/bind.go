@@ -15,17 +15,14 @@ import (
 // BindingREST): it fails with Conflict when the pod is already bound (to any
 // node) or is being deleted, or when uid is set and differs from the pod's;
 // it sets spec.nodeName and the PodScheduled=True condition in one
-// compare-and-swap write, retried while only the revision moved.
+// compare-and-swap write (GuaranteedUpdate), retried while only the
+// revision moved.
 // It returns the bound pod.
 func (s *Store) Bind(ctx context.Context, namespace, name string, uid types.UID, node string) (*corev1.Pod, error) {
 	if node == "" {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("bind pod %s/%s: target node name is required", namespace, name))
 	}
-	for {
-		obj, err := s.Get(ctx, Pods, namespace, name)
-		if err != nil {
-			return nil, err
-		}
+	out, err := s.GuaranteedUpdate(ctx, Pods, namespace, name, nil, func(obj Object) (Object, error) {
 		pod := obj.(*corev1.Pod)
 		if uid != "" && pod.UID != uid {
 			return nil, apierrors.NewConflict(Pods.GroupResource(), name, fmt.Errorf("bind pod %s/%s to node %s: pod uid %s is not %s", namespace, name, node, pod.UID, uid))
@@ -38,15 +35,12 @@ func (s *Store) Bind(ctx context.Context, namespace, name string, uid types.UID,
 		}
 		pod.Spec.NodeName = node
 		SetPodCondition(&pod.Status, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
-		out, err := s.Update(ctx, Pods, pod)
-		if apierrors.IsConflict(err) {
-			continue // re-read: someone else may have bound it meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		return out.(*corev1.Pod), nil
+		return pod, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out.(*corev1.Pod), nil
 }
 
 // SetPodCondition sets or replaces the condition of c.Type in status,
