@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/scheduler/framework"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -61,17 +60,10 @@ func (s *Scheduler) setUnschedulableCondition(ctx context.Context, cached *corev
 	if hasCondition(cached, msg) {
 		return nil
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		o, err := s.store.Get(ctx, store.Pods, cached.Namespace, cached.Name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	_, err := s.store.GuaranteedUpdate(ctx, store.Pods, cached.Namespace, cached.Name, nil, func(o store.Object) (store.Object, error) {
 		pod := o.(*corev1.Pod)
 		if pod.UID != cached.UID || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || hasCondition(pod, msg) {
-			return nil
+			return pod, nil // unchanged: no write
 		}
 		store.SetPodCondition(&pod.Status, corev1.PodCondition{
 			Type:    corev1.PodScheduled,
@@ -79,10 +71,10 @@ func (s *Scheduler) setUnschedulableCondition(ctx context.Context, cached *corev
 			Reason:  ReasonUnschedulable,
 			Message: msg,
 		})
-		_, err = s.store.Update(ctx, store.Pods, pod)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
+		return pod, nil
 	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

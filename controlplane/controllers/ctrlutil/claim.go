@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/retry"
 )
 
 // errSkip ends an adopt attempt without error: the object changed so that
@@ -60,19 +59,13 @@ func Claim(ctx context.Context, s *store.Store, res store.Resource, owner metav1
 }
 
 func adopt(ctx context.Context, s *store.Store, res store.Resource, owner metav1.Object, gvk schema.GroupVersionKind, obj store.Object, sel labels.Selector) (store.Object, error) {
-	var out store.Object
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := s.Get(ctx, res, obj.GetNamespace(), obj.GetName())
-		if err != nil {
-			return err
-		}
+	out, err := s.GuaranteedUpdate(ctx, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
 		if cur.GetUID() != obj.GetUID() || metav1.GetControllerOfNoCopy(cur) != nil ||
 			cur.GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(cur.GetLabels())) {
-			return errSkip
+			return nil, errSkip
 		}
 		cur.SetOwnerReferences(append(cur.GetOwnerReferences(), *metav1.NewControllerRef(owner, gvk)))
-		out, err = s.Update(ctx, res, cur)
-		return err
+		return cur, nil
 	})
 	if errors.Is(err, errSkip) || apierrors.IsNotFound(err) {
 		return nil, nil
@@ -84,19 +77,14 @@ func adopt(ctx context.Context, s *store.Store, res store.Resource, owner metav1
 }
 
 func release(ctx context.Context, s *store.Store, res store.Resource, owner metav1.Object, obj store.Object, sel labels.Selector) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := s.Get(ctx, res, obj.GetNamespace(), obj.GetName())
-		if err != nil {
-			return err
-		}
+	_, err := s.GuaranteedUpdate(ctx, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
 		if cur.GetUID() != obj.GetUID() || sel.Matches(labels.Set(cur.GetLabels())) {
-			return errSkip
+			return nil, errSkip
 		}
 		if !RemoveOwnerReference(cur, owner.GetUID()) {
-			return errSkip
+			return nil, errSkip
 		}
-		_, err = s.Update(ctx, res, cur)
-		return err
+		return cur, nil
 	})
 	if errors.Is(err, errSkip) || apierrors.IsNotFound(err) {
 		return nil

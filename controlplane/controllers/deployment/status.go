@@ -11,7 +11,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 )
 
 // Condition reasons, as Kubernetes' deploymentutil.
@@ -106,22 +105,17 @@ func (c *Controller) syncStatus(ctx context.Context, key string, d *appsv1.Deplo
 	if apiequality.Semantic.DeepEqual(d.Status, st) {
 		return nil
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := c.s.Get(ctx, store.Deployments, d.Namespace, d.Name)
-		if err != nil {
-			return err
-		}
+	_, err := c.s.GuaranteedUpdate(ctx, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.Deployment)
 		if cur.UID != d.UID {
-			return apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)
+			return nil, apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)
 		}
 		next := *st.DeepCopy()
 		if cur.Status.CollisionCount != nil && (next.CollisionCount == nil || *cur.Status.CollisionCount > *next.CollisionCount) {
 			next.CollisionCount = cur.Status.CollisionCount
 		}
 		cur.Status = next
-		_, err = c.s.Update(ctx, store.Deployments, cur)
-		return err
+		return cur, nil
 	})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/retry"
 )
 
 // sync converges the Deployment key ("namespace/name").
@@ -197,19 +196,14 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 		return ex, nil // created by an earlier sync the cache has not shown yet
 	}
 	// A hash collision: count it so that the next hash differs.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := c.s.Get(ctx, store.Deployments, d.Namespace, d.Name)
-		if err != nil {
-			return err
-		}
+	_, err = c.s.GuaranteedUpdate(ctx, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.Deployment)
 		n := int32(1)
 		if cur.Status.CollisionCount != nil {
 			n = *cur.Status.CollisionCount + 1
 		}
 		cur.Status.CollisionCount = &n
-		_, err = c.s.Update(ctx, store.Deployments, cur)
-		return err
+		return cur, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record hash collision of deployment %s/%s: %w", d.Namespace, d.Name, err)
@@ -222,18 +216,13 @@ func (c *Controller) setDeploymentRevision(ctx context.Context, d *appsv1.Deploy
 	if rev == "" || d.Annotations[RevisionAnnotation] == rev {
 		return nil
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := c.s.Get(ctx, store.Deployments, d.Namespace, d.Name)
-		if err != nil {
-			return err
-		}
+	_, err := c.s.GuaranteedUpdate(ctx, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.Deployment)
 		if cur.UID != d.UID {
-			return apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)
+			return nil, apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)
 		}
 		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, RevisionAnnotation, rev)
-		_, err = c.s.Update(ctx, store.Deployments, cur)
-		return err
+		return cur, nil
 	})
 	if err != nil {
 		return fmt.Errorf("set revision %s on deployment %s/%s: %w", rev, d.Namespace, d.Name, err)
@@ -245,28 +234,18 @@ func (c *Controller) setDeploymentRevision(ctx context.Context, d *appsv1.Deploy
 // updateRS applies mutate to the stored ReplicaSet (retrying on conflict)
 // and returns the result.
 func (c *Controller) updateRS(ctx context.Context, rs *appsv1.ReplicaSet, mutate func(*appsv1.ReplicaSet)) (*appsv1.ReplicaSet, error) {
-	var out *appsv1.ReplicaSet
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := c.s.Get(ctx, store.ReplicaSets, rs.Namespace, rs.Name)
-		if err != nil {
-			return err
-		}
+	out, err := c.s.GuaranteedUpdate(ctx, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.ReplicaSet)
 		if cur.UID != rs.UID {
-			return apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
+			return nil, apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
 		}
 		mutate(cur)
-		updated, err := c.s.Update(ctx, store.ReplicaSets, cur)
-		if err != nil {
-			return err
-		}
-		out = updated.(*appsv1.ReplicaSet)
-		return nil
+		return cur, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("update replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
-	return out, nil
+	return out.(*appsv1.ReplicaSet), nil
 }
 
 // scaleRS sets rs's spec.replicas to n (and the desired/max replicas

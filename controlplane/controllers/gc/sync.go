@@ -200,20 +200,21 @@ func (c *Controller) delete(ctx context.Context, res store.Resource, obj store.O
 	return nil
 }
 
+// errUnchanged aborts a GuaranteedUpdate that has nothing to write.
+var errUnchanged = errors.New("unchanged")
+
 // mutate applies fn to the stored obj (same uid) and writes it when fn
 // reports a change, retrying on conflict.
 func (c *Controller) mutate(ctx context.Context, res store.Resource, obj store.Object, fn func(store.Object) bool) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.s.Get(ctx, res, obj.GetNamespace(), obj.GetName())
-		if err != nil {
-			return err
-		}
+	_, err := c.s.GuaranteedUpdate(ctx, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
 		if cur.GetUID() != obj.GetUID() || !fn(cur) {
-			return nil
+			return nil, errUnchanged // fn may have touched cur: write nothing
 		}
-		_, err = c.s.Update(ctx, res, cur)
-		return err
+		return cur, nil
 	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("update owner references of %s %s: %w", res.Kind, store.KeyOf(obj), err)
 	}

@@ -9,10 +9,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 )
 
 // Reasons and messages, as the NodeLifecycleController's.
@@ -61,20 +59,15 @@ func (c *Controller) markPodsNotReady(ctx context.Context, node string) error {
 		if pod.Spec.NodeName != node || !ctrlutil.IsPodReady(pod) {
 			continue
 		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			obj, err := c.s.Get(ctx, store.Pods, pod.Namespace, pod.Name)
-			if err != nil {
-				return err
-			}
+		_, err := c.s.GuaranteedUpdate(ctx, store.Pods, pod.Namespace, pod.Name, nil, func(obj store.Object) (store.Object, error) {
 			cur := obj.(*corev1.Pod)
 			if cur.UID != pod.UID || cur.Spec.NodeName != node || !ctrlutil.IsPodReady(cur) {
-				return nil
+				return cur, nil // unchanged: no write
 			}
 			rc := ctrlutil.GetPodReadyCondition(&cur.Status)
 			store.SetPodCondition(&cur.Status, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse,
 				Reason: "NodeUnreachable", Message: "Node " + node + " stopped posting status.", LastProbeTime: rc.LastProbeTime})
-			_, err = c.s.Update(ctx, store.Pods, cur)
-			return err
+			return cur, nil
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("mark pod %s/%s on unreachable node %s not ready: %w", pod.Namespace, pod.Name, node, err))
@@ -135,19 +128,10 @@ func markUnknown(n *corev1.Node) {
 
 // update applies mutate to the stored node and writes it when it changed.
 func (c *Controller) update(ctx context.Context, node *corev1.Node, mutate func(*corev1.Node)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := c.s.Get(ctx, store.Nodes, "", node.Name)
-		if err != nil {
-			return err
-		}
-		cur := obj.(*corev1.Node)
-		next := cur.DeepCopy()
-		mutate(next)
-		if apiequality.Semantic.DeepEqual(cur, next) {
-			return nil
-		}
-		_, err = c.s.Update(ctx, store.Nodes, next)
-		return err
+	// GuaranteedUpdate skips the write when mutate changed nothing.
+	_, err := c.s.GuaranteedUpdate(ctx, store.Nodes, "", node.Name, nil, func(obj store.Object) (store.Object, error) {
+		mutate(obj.(*corev1.Node))
+		return obj, nil
 	})
 	if apierrors.IsNotFound(err) {
 		return nil

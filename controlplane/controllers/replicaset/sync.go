@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/retry"
 )
 
 // sync converges the ReplicaSet key ("namespace/name").
@@ -197,28 +196,17 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 	if apiequality.Semantic.DeepEqual(rs.Status, status) {
 		return rs, nil
 	}
-	var out *appsv1.ReplicaSet
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := c.s.Get(ctx, store.ReplicaSets, rs.Namespace, rs.Name)
-		if err != nil {
-			return err
-		}
+	out, err := c.s.GuaranteedUpdate(ctx, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.ReplicaSet)
 		if cur.UID != rs.UID {
-			return apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
+			return nil, apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
 		}
 		if apiequality.Semantic.DeepEqual(cur.Status, status) {
-			out = cur
-			return nil
+			return cur, nil // no write
 		}
 		// observedGeneration reports what this sync saw, never more.
 		cur.Status = status
-		updated, err := c.s.Update(ctx, store.ReplicaSets, cur)
-		if err != nil {
-			return err
-		}
-		out = updated.(*appsv1.ReplicaSet)
-		return nil
+		return cur, nil
 	})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -226,5 +214,5 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 	if err != nil {
 		return nil, fmt.Errorf("update status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
-	return out, nil
+	return out.(*appsv1.ReplicaSet), nil
 }
