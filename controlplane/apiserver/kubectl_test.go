@@ -21,9 +21,15 @@ const kubectlPath = "/usr/bin/kubectl"
 // kubectl runs the real kubectl against e with a private HOME and cache.
 func (e *env) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
 	e.t.Helper()
+	return e.kubectlAt(ctx, kubectlPath, stdin, args...)
+}
+
+// kubectlAt is kubectl with the binary at path (one of the versioned ones).
+func (e *env) kubectlAt(ctx context.Context, path, stdin string, args ...string) (string, error) {
+	e.t.Helper()
 	home := e.t.TempDir()
 	full := append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache"), "--request-timeout=20s"}, args...)
-	cmd := exec.CommandContext(ctx, kubectlPath, full...)
+	cmd := exec.CommandContext(ctx, path, full...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)

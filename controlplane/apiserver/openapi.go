@@ -1,91 +1,320 @@
 package apiserver
 
 import (
-	"crypto/sha256"
-	"encoding/json"
-	"fmt"
 	"net/http"
+	"sort"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kube-openapi/pkg/builder"
+	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/handler"
+	"k8s.io/kube-openapi/pkg/handler3"
+	"k8s.io/kube-openapi/pkg/openapiconv"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/orca-edge/orca/controlplane/apiserver/openapidefs"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// orca serves a minimal OpenAPI v3: the discovery root (/openapi/v3) and
-// one document per group version that lists each resource's paths with
-// their x-kubernetes-group-version-kind and the fieldValidation query
-// parameter, and no schemas. That is what kubectl's default --validate
-// (Strict) looks for (cli-runtime QueryParamVerifierV3): finding the
-// parameter, it leaves validation to the server with
-// ?fieldValidation=Strict instead of downloading schemas. kubectl apply
-// then computes strategic merge patches from the compiled-in Go types.
-// /openapi/v2 stays 404 and `kubectl explain` does not work.
+// OpenAPI, as the Kubernetes apiserver serves it:
+//
+//   - GET /openapi/v2: one Swagger 2.0 document with every served kind's
+//     paths and definitions, as JSON or, for
+//     Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf,
+//     as gnostic protobuf; with an ETag (kube-openapi's handler). kubectl
+//     1.27/1.28 validate client-side against it and find patch strategies
+//     in it.
+//   - GET /openapi/v3: the discovery root, each group version's
+//     serverRelativeURL carrying ?hash=<etag>; GET /openapi/v3/api/v1 and
+//     /openapi/v3/apis/<group>/<version>: that group version's paths and
+//     components.schemas (kube-openapi's handler3, JSON or protobuf).
+//     kubectl explain and newer kubectls read these.
+//
+// Definitions are kube-openapi's generated ones for the k8s.io/api and
+// apimachinery types (package openapidefs) plus hand-built ones for the
+// orca.dev kinds; each served kind's definition and every operation carry
+// x-kubernetes-group-version-kind. Every patch operation lists the
+// fieldValidation query parameter, which kubectl's --validate detection
+// (cli-runtime QueryParamVerifier, v2 and v3) looks for before sending
+// ?fieldValidation=Strict. The documents are built once per process, on
+// first request, and do not change.
 
-// openAPIDocs returns the group-version documents keyed "api/v1",
-// "apis/apps/v1", ... .
-func openAPIDocs() map[string][]byte {
-	type gvk struct {
-		Group   string `json:"group"`
-		Version string `json:"version"`
-		Kind    string `json:"kind"`
+// orcaKinds are the orca.dev/v1 kinds: plural, kind. They are
+// cluster-scoped and served get, list and update (PUT of the artifact).
+var orcaKinds = []struct{ plural, kind, about string }{
+	{"wasmmodules", "WasmModule", "a tag of a WASM module pushed with `orca wasm push`"},
+	{"images", "ContainerImage", "a reference of an OCI image pushed with `orca image push`"},
+}
+
+// orcaModelPrefix names orca.dev definitions (as io.k8s.api.core.v1. does
+// Kubernetes' own).
+const orcaModelPrefix = "dev.orca.v1."
+
+// orcaDefinitions returns the OpenAPI definitions of the orca.dev kinds
+// (WasmModule and ContainerImage with their Spec and List), whose Go types
+// are WasmModule and ContainerImage in this package.
+func orcaDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+	str := func(desc string) spec.Schema {
+		return spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"string"}, Description: desc}}
 	}
-	type param struct {
-		Name   string            `json:"name"`
-		In     string            `json:"in"`
-		Schema map[string]string `json:"schema"`
+	refSchema := func(name, desc string) spec.Schema {
+		return spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(name), Description: desc}}
 	}
-	params := []param{{Name: "fieldValidation", In: "query", Schema: map[string]string{"type": "string"}},
-		{Name: "dryRun", In: "query", Schema: map[string]string{"type": "string"}},
-		{Name: "fieldManager", In: "query", Schema: map[string]string{"type": "string"}}}
-	docs := map[string]map[string]any{}
-	for _, r := range store.All {
-		key := "apis/" + r.APIVersion()
-		if r.Group == "" {
-			key = "api/" + r.Version
-		}
-		doc, ok := docs[key]
-		if !ok {
-			doc = map[string]any{"openapi": "3.0.0", "info": map[string]string{"title": "orca", "version": GitVersion}, "paths": map[string]any{}}
-			docs[key] = doc
-		}
-		base := "/" + key + "/"
-		if r.Namespaced {
-			base += "namespaces/{namespace}/"
-		}
-		ext := gvk{Group: r.Group, Version: r.Version, Kind: r.Kind}
-		op := func(action string) map[string]any {
-			return map[string]any{"x-kubernetes-action": action, "x-kubernetes-group-version-kind": ext, "parameters": params,
-				"responses": map[string]any{"200": map[string]string{"description": "OK"}}}
-		}
-		paths := doc["paths"].(map[string]any)
-		paths[base+r.Plural] = map[string]any{"get": op("list"), "post": op("post")}
-		paths[base+r.Plural+"/{name}"] = map[string]any{"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}
+	typeMeta := func(props map[string]spec.Schema) map[string]spec.Schema {
+		props["apiVersion"] = str("APIVersion defines the versioned schema of this representation of an object (orca.dev/v1).")
+		props["kind"] = str("Kind is a string value representing the REST resource this object represents.")
+		return props
 	}
-	out := map[string][]byte{}
-	for k, d := range docs {
-		b, _ := json.Marshal(d)
-		out[k] = b
+	objectMeta, listMeta := metav1.ObjectMeta{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()
+	out := map[string]common.OpenAPIDefinition{}
+	for _, k := range orcaKinds {
+		name := orcaModelPrefix + k.kind
+		out[name+"Spec"] = common.OpenAPIDefinition{Schema: spec.Schema{SchemaProps: spec.SchemaProps{
+			Type: []string{"object"}, Description: k.kind + "Spec is what " + k.about + " points at.",
+			Properties: map[string]spec.Schema{
+				"digest": str("Digest of the content, \"sha256:<hex>\"."),
+				"size":   {SchemaProps: spec.SchemaProps{Type: []string{"integer"}, Format: "int64", Description: "Size of the content in bytes."}},
+			},
+		}}}
+		out[name] = common.OpenAPIDefinition{Schema: spec.Schema{SchemaProps: spec.SchemaProps{
+			Type: []string{"object"}, Description: k.kind + " is " + k.about + ". Its name is the reference.",
+			Properties: typeMeta(map[string]spec.Schema{
+				"metadata": refSchema(objectMeta, "Standard object's metadata."),
+				"spec":     refSchema(name+"Spec", "What the reference points at."),
+			}),
+		}}, Dependencies: []string{objectMeta, name + "Spec"}}
+		out[name+"List"] = common.OpenAPIDefinition{Schema: spec.Schema{SchemaProps: spec.SchemaProps{
+			Type: []string{"object"}, Description: k.kind + "List is a list of " + k.kind + ".", Required: []string{"items"},
+			Properties: typeMeta(map[string]spec.Schema{
+				"metadata": refSchema(listMeta, "Standard list metadata."),
+				"items": {SchemaProps: spec.SchemaProps{Type: []string{"array"}, Description: "Items is the list of " + k.kind + ".",
+					Items: &spec.SchemaOrArray{Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref(name)}}}}},
+			}),
+		}}, Dependencies: []string{listMeta, name}}
 	}
 	return out
+}
+
+// openAPIKind is one served kind as the OpenAPI documents describe it.
+type openAPIKind struct {
+	group, version, kind, plural string
+	namespaced, orca             bool
+	model, listModel             string // definition names
+}
+
+func (k openAPIKind) gvKey() string {
+	if k.group == "" {
+		return "api/" + k.version
+	}
+	return "apis/" + k.group + "/" + k.version
+}
+
+func modelName(o any) string {
+	return o.(interface{ OpenAPIModelName() string }).OpenAPIModelName()
+}
+
+// openAPIKinds lists store.All and the orca.dev kinds.
+func openAPIKinds() []openAPIKind {
+	var out []openAPIKind
+	for _, r := range store.All {
+		out = append(out, openAPIKind{group: r.Group, version: r.Version, kind: r.Kind, plural: r.Plural, namespaced: r.Namespaced,
+			model: modelName(r.New()), listModel: modelName(r.NewList())})
+	}
+	for _, k := range orcaKinds {
+		out = append(out, openAPIKind{group: orcaGroup, version: "v1", kind: k.kind, plural: k.plural, orca: true,
+			model: orcaModelPrefix + k.kind, listModel: orcaModelPrefix + k.kind + "List"})
+	}
+	return out
+}
+
+func gvkExtension(group, version, kind string) map[string]any {
+	return map[string]any{"group": group, "version": version, "kind": kind}
+}
+
+// openAPIConfig returns the builder's configuration: generated plus orca
+// definitions, and the names' x-kubernetes-group-version-kind extensions
+// (Kubernetes' DefinitionNamer).
+func openAPIConfig() *common.Config {
+	gvks := map[string][]any{}
+	for _, k := range openAPIKinds() {
+		gvks[k.model] = append(gvks[k.model], gvkExtension(k.group, k.version, k.kind))
+		gvks[k.listModel] = append(gvks[k.listModel], gvkExtension(k.group, k.version, k.kind+"List"))
+	}
+	statusModel := metav1.Status{}.OpenAPIModelName()
+	gvks[statusModel] = append(gvks[statusModel], gvkExtension("", "v1", "Status"))
+	return &common.Config{
+		Info: &spec.Info{InfoProps: spec.InfoProps{Title: "orca", Version: GitVersion}},
+		GetDefinitions: func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+			defs := openapidefs.GetOpenAPIDefinitions(ref)
+			for n, d := range orcaDefinitions(ref) {
+				defs[n] = d
+			}
+			return defs
+		},
+		GetDefinitionName: func(name string) (string, spec.Extensions) {
+			if g, ok := gvks[name]; ok {
+				return name, spec.Extensions{"x-kubernetes-group-version-kind": g}
+			}
+			return name, nil
+		},
+	}
+}
+
+func queryParam(name, desc string) spec.Parameter {
+	return spec.Parameter{ParamProps: spec.ParamProps{Name: name, In: "query", Description: desc}, SimpleSchema: spec.SimpleSchema{Type: "string"}}
+}
+
+func pathParam(name, desc string) spec.Parameter {
+	return spec.Parameter{ParamProps: spec.ParamProps{Name: name, In: "path", Required: true, Description: desc}, SimpleSchema: spec.SimpleSchema{Type: "string"}, CommonValidations: spec.CommonValidations{}}
+}
+
+func bodyParam(model string) spec.Parameter {
+	return spec.Parameter{ParamProps: spec.ParamProps{Name: "body", In: "body", Required: true, Schema: spec.RefSchema("#/definitions/" + model)}}
+}
+
+var (
+	fieldValidationParam = queryParam("fieldValidation", "How the server treats unknown or duplicate fields: Ignore, Warn or Strict (the default).")
+	dryRunParam          = queryParam("dryRun", "When present (All), the request is validated but not persisted.")
+	fieldManagerParam    = queryParam("fieldManager", "Name of the actor making the change.")
+	listParams           = []spec.Parameter{queryParam("labelSelector", "Selects objects by label."), queryParam("fieldSelector", "Selects objects by field."),
+		queryParam("limit", "Maximum number of objects to return."), queryParam("continue", "Continue token of a previous page."),
+		queryParam("resourceVersion", "Resource version the list must be at least as new as."), queryParam("watch", "Watch for changes instead of listing.")}
+	writeParams = []spec.Parameter{dryRunParam, fieldManagerParam, fieldValidationParam}
+)
+
+// openAPIPaths adds the kind's collection and object paths to sw.
+func openAPIPaths(sw *spec.Swagger, k openAPIKind) {
+	base := "/" + k.gvKey() + "/"
+	var pathParams []spec.Parameter
+	if k.namespaced {
+		base += "namespaces/{namespace}/"
+		pathParams = append(pathParams, pathParam("namespace", "Object name and auth scope, such as for teams and projects."))
+	}
+	status := "#/definitions/" + metav1.Status{}.OpenAPIModelName()
+	op := func(id, action, respModel string, params []spec.Parameter) *spec.Operation {
+		o := &spec.Operation{OperationProps: spec.OperationProps{ID: id + k.kind, Parameters: params,
+			Consumes: []string{"application/json", "application/yaml"}, Produces: []string{"application/json", "application/yaml"}, Schemes: []string{"https", "http"},
+			Responses: &spec.Responses{ResponsesProps: spec.ResponsesProps{StatusCodeResponses: map[int]spec.Response{
+				http.StatusOK: {ResponseProps: spec.ResponseProps{Description: "OK", Schema: spec.RefSchema("#/definitions/" + respModel)}},
+			}}}}}
+		o.AddExtension("x-kubernetes-action", action)
+		o.AddExtension("x-kubernetes-group-version-kind", gvkExtension(k.group, k.version, k.kind))
+		return o
+	}
+	coll := spec.PathItem{PathItemProps: spec.PathItemProps{Parameters: pathParams, Get: op("list", "list", k.listModel, listParams)}}
+	objParams := append([]spec.Parameter{pathParam("name", "Name of the "+k.kind+".")}, pathParams...)
+	obj := spec.PathItem{PathItemProps: spec.PathItemProps{Parameters: objParams, Get: op("read", "get", k.model, nil)}}
+	if k.orca {
+		put := op("replace", "put", k.model, nil)
+		put.Consumes = []string{"application/octet-stream"}
+		obj.Put = put
+	} else {
+		coll.Post = op("create", "post", k.model, append([]spec.Parameter{bodyParam(k.model)}, writeParams...))
+		obj.Put = op("replace", "put", k.model, append([]spec.Parameter{bodyParam(k.model)}, writeParams...))
+		patch := op("patch", "patch", k.model, append([]spec.Parameter{bodyParam(metav1.Patch{}.OpenAPIModelName())}, writeParams...))
+		patch.Consumes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
+		obj.Patch = patch
+		del := op("delete", "delete", metav1.Status{}.OpenAPIModelName(), append([]spec.Parameter{bodyParam(metav1.DeleteOptions{}.OpenAPIModelName())}, dryRunParam))
+		del.Parameters[0].Required = false
+		del.Responses.StatusCodeResponses[http.StatusOK] = spec.Response{ResponseProps: spec.ResponseProps{Description: "OK", Schema: spec.RefSchema(status)}}
+		obj.Delete = del
+	}
+	sw.Paths.Paths[base+k.plural] = coll
+	sw.Paths.Paths[base+k.plural+"/{name}"] = obj
+}
+
+// buildOpenAPI builds the Swagger document of the given kinds: their
+// paths and every definition they reach.
+func buildOpenAPI(kinds []openAPIKind) (*spec.Swagger, error) {
+	names := []string{metav1.Status{}.OpenAPIModelName(), metav1.Patch{}.OpenAPIModelName(), metav1.DeleteOptions{}.OpenAPIModelName()}
+	for _, k := range kinds {
+		names = append(names, k.model, k.listModel)
+	}
+	sw, err := builder.BuildOpenAPIDefinitionsForResources(openAPIConfig(), names...)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kinds {
+		openAPIPaths(sw, k)
+	}
+	return sw, nil
+}
+
+// openAPIServices holds the process's OpenAPI documents, built once.
+type openAPIServices struct {
+	v2     http.Handler
+	v3     *handler3.OpenAPIService
+	gvKeys map[string]bool // "api/v1", "apis/apps/v1", ...
+}
+
+var openAPIOnce = sync.OnceValues(func() (*openAPIServices, error) {
+	kinds := openAPIKinds()
+	all, err := buildOpenAPI(kinds)
+	if err != nil {
+		return nil, err
+	}
+	var h pathHandler
+	handler.NewOpenAPIService(all).RegisterOpenAPIVersionedService("/openapi/v2", &h)
+	s := &openAPIServices{v2: h.h, v3: handler3.NewOpenAPIService(), gvKeys: map[string]bool{}}
+	byGV := map[string][]openAPIKind{}
+	for _, k := range kinds {
+		byGV[k.gvKey()] = append(byGV[k.gvKey()], k)
+	}
+	keys := make([]string, 0, len(byGV))
+	for key := range byGV {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		sw, err := buildOpenAPI(byGV[key])
+		if err != nil {
+			return nil, err
+		}
+		s.v3.UpdateGroupVersion(key, openapiconv.ConvertV2ToV3(sw))
+		s.gvKeys[key] = true
+	}
+	return s, nil
+})
+
+// pathHandler captures the handler kube-openapi registers (common.PathHandler).
+type pathHandler struct{ h http.Handler }
+
+func (p *pathHandler) Handle(_ string, h http.Handler) { p.h = h }
+
+// openAPIV2 answers /openapi/v2.
+func (s *Server) openAPIV2(c echo.Context) error {
+	svc, err := openAPIOnce()
+	if err != nil {
+		return err
+	}
+	svc.v2.ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 // openAPIRoot answers /openapi/v3 with the group versions' relative URLs,
 // each carrying a content hash as Kubernetes' does (kubectl caches by it).
 func (s *Server) openAPIRoot(c echo.Context) error {
-	paths := map[string]any{}
-	for k, b := range openAPIDocs() {
-		paths[k] = map[string]string{"serverRelativeURL": fmt.Sprintf("/openapi/v3/%s?hash=%X", k, sha256.Sum256(b))}
+	svc, err := openAPIOnce()
+	if err != nil {
+		return err
 	}
-	return writeJSON(c, http.StatusOK, map[string]any{"paths": paths})
+	svc.v3.HandleDiscovery(c.Response(), c.Request())
+	return nil
 }
 
 // openAPIGroupVersion answers /openapi/v3/api/v1 and /openapi/v3/apis/<g>/<v>.
 func (s *Server) openAPIGroupVersion(c echo.Context) error {
-	key := strings.Trim(strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/"), "/")
-	b, ok := openAPIDocs()[key]
-	if !ok {
+	svc, err := openAPIOnce()
+	if err != nil {
+		return err
+	}
+	key := strings.TrimPrefix(c.Request().URL.Path, "/openapi/v3/")
+	if !svc.gvKeys[key] {
 		return notFoundPath(c.Request().URL.Path)
 	}
-	return c.JSONBlob(http.StatusOK, b)
+	svc.v3.HandleGroupVersion(c.Response(), c.Request())
+	return nil
 }

@@ -246,6 +246,7 @@ func (s *Server) routes() *echo.Echo {
 		e.GET("/"+ep+"/*", s.health(ep))
 	}
 	e.GET("/version", s.version)
+	e.GET("/openapi/v2", s.openAPIV2)
 	e.GET("/openapi/v3", s.openAPIRoot)
 	e.GET("/openapi/v3/*", s.openAPIGroupVersion)
 	e.GET("/api", s.apiVersions)
