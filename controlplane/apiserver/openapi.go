@@ -168,7 +168,7 @@ func queryParam(name, desc string) spec.Parameter {
 }
 
 func pathParam(name, desc string) spec.Parameter {
-	return spec.Parameter{ParamProps: spec.ParamProps{Name: name, In: "path", Required: true, Description: desc}, SimpleSchema: spec.SimpleSchema{Type: "string"}, CommonValidations: spec.CommonValidations{}}
+	return spec.Parameter{ParamProps: spec.ParamProps{Name: name, In: "path", Required: true, Description: desc}, SimpleSchema: spec.SimpleSchema{Type: "string"}}
 }
 
 func bodyParam(model string) spec.Parameter {
@@ -193,7 +193,6 @@ func openAPIPaths(sw *spec.Swagger, k openAPIKind) {
 		base += "namespaces/{namespace}/"
 		pathParams = append(pathParams, pathParam("namespace", "Object name and auth scope, such as for teams and projects."))
 	}
-	status := "#/definitions/" + metav1.Status{}.OpenAPIModelName()
 	op := func(id, action, respModel string, params []spec.Parameter) *spec.Operation {
 		o := &spec.Operation{OperationProps: spec.OperationProps{ID: id + k.kind, Parameters: params,
 			Consumes: []string{"application/json", "application/yaml"}, Produces: []string{"application/json", "application/yaml"}, Schemes: []string{"https", "http"},
@@ -219,7 +218,6 @@ func openAPIPaths(sw *spec.Swagger, k openAPIKind) {
 		obj.Patch = patch
 		del := op("delete", "delete", metav1.Status{}.OpenAPIModelName(), append([]spec.Parameter{bodyParam(metav1.DeleteOptions{}.OpenAPIModelName())}, dryRunParam))
 		del.Parameters[0].Required = false
-		del.Responses.StatusCodeResponses[http.StatusOK] = spec.Response{ResponseProps: spec.ResponseProps{Description: "OK", Schema: spec.RefSchema(status)}}
 		obj.Delete = del
 	}
 	sw.Paths.Paths[base+k.plural] = coll
