@@ -215,6 +215,15 @@ func TestBindsAndSpreadsByOwner(t *testing.T) {
 	c.node("edge-1", "4", "4Gi")
 	c.node("edge-2", "4", "4Gi")
 	c.node("edge-3", "4", "4Gi")
+	// The scheduler sees nodes through its informer a moment after they
+	// are created: a pod created sooner is spread over the nodes seen so
+	// far, as kube-scheduler would. Wait until it places a pod on each.
+	for _, n := range []string{"edge-1", "edge-2", "edge-3"} {
+		c.pod("seen-"+n, nodeSelector(corev1.LabelHostname, n))
+		if got := c.boundTo("seen-" + n); got != n {
+			t.Fatalf("pod seen-%s bound to %s", n, got)
+		}
+	}
 	for i := range 6 {
 		c.pod(fmt.Sprintf("web-%d", i), ownedBy("rs-web"))
 	}
