@@ -47,30 +47,26 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 func (a *Agent) renewLease(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+5*time.Second)
 	defer cancel()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		now := metav1.NewMicroTime(time.Now())
-		obj, err := a.cfg.Store.Get(ctx, store.Leases, LeaseNamespace, a.cfg.NodeName)
-		if apierrors.IsNotFound(err) {
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName,
-				UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.Now()}}
-			a.setLease(ctx, l, now)
-			_, err = a.cfg.Store.Create(ctx, store.Leases, l)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(store.Leases.GroupResource(), a.cfg.NodeName, err)
-			}
-			if err != nil {
-				return fmt.Errorf("create lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
-			}
+	// Update (GuaranteedUpdate retries lost races), or create when
+	// missing; a create that loses to another creator updates again.
+	return retry.OnError(retry.DefaultRetry, apierrors.IsAlreadyExists, func() error {
+		_, err := a.cfg.Store.GuaranteedUpdate(ctx, store.Leases, LeaseNamespace, a.cfg.NodeName, nil, func(obj store.Object) (store.Object, error) {
+			l := obj.(*coordinationv1.Lease)
+			a.setLease(ctx, l, metav1.NewMicroTime(time.Now()))
+			return l, nil
+		})
+		if err == nil {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("get lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
-		}
-		l := obj.(*coordinationv1.Lease).DeepCopy()
-		a.setLease(ctx, l, now)
-		_, err = a.cfg.Store.Update(ctx, store.Leases, l)
-		if err != nil && !apierrors.IsConflict(err) {
+		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("renew lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
+		}
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName,
+			UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.Now()}}
+		a.setLease(ctx, l, metav1.NewMicroTime(time.Now()))
+		_, err = a.cfg.Store.Create(ctx, store.Leases, l)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
 		}
 		return err
 	})

@@ -156,43 +156,38 @@ func (a *Agent) registerNode(ctx context.Context) error {
 
 // syncNode writes the Node's labels (when labels is set) and status.
 func (a *Agent) syncNode(ctx context.Context, labels bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		now := metav1.Now()
-		obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName)
-		if apierrors.IsNotFound(err) {
-			// What the apiserver would set on create: the agent writes
-			// through the store.
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels(), UID: types.UID(uuid.NewString()), CreationTimestamp: now}}
-			a.setNodeStatus(n, now)
-			_, err = a.cfg.Store.Create(ctx, store.Nodes, n)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(store.Nodes.GroupResource(), a.cfg.NodeName, err)
+	// Update (GuaranteedUpdate retries lost races), or create when
+	// missing; a create that loses to another creator updates again.
+	return retry.OnError(retry.DefaultRetry, apierrors.IsAlreadyExists, func() error {
+		_, err := a.cfg.Store.GuaranteedUpdate(ctx, store.Nodes, "", a.cfg.NodeName, nil, func(obj store.Object) (store.Object, error) {
+			n := obj.(*corev1.Node)
+			if labels {
+				if n.Labels == nil {
+					n.Labels = map[string]string{}
+				}
+				for k, v := range a.nodeLabels() {
+					n.Labels[k] = v
+				}
 			}
-			if err != nil {
-				return fmt.Errorf("create node %s: %w", a.cfg.NodeName, err)
-			}
+			a.setNodeStatus(n, metav1.Now())
+			return n, nil
+		})
+		if err == nil {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("get node %s: %w", a.cfg.NodeName, err)
-		}
-		n := obj.(*corev1.Node).DeepCopy()
-		if labels {
-			if n.Labels == nil {
-				n.Labels = map[string]string{}
-			}
-			for k, v := range a.nodeLabels() {
-				n.Labels[k] = v
-			}
-		}
-		a.setNodeStatus(n, now)
-		if _, err := a.cfg.Store.Update(ctx, store.Nodes, n); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
+		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("update node %s status: %w", a.cfg.NodeName, err)
 		}
-		return nil
+		// What the apiserver would set on create: the agent writes
+		// through the store.
+		now := metav1.Now()
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels(), UID: types.UID(uuid.NewString()), CreationTimestamp: now}}
+		a.setNodeStatus(n, now)
+		_, err = a.cfg.Store.Create(ctx, store.Nodes, n)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s: %w", a.cfg.NodeName, err)
+		}
+		return err
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -262,30 +261,20 @@ func (w *podWorker) writeStatus(ctx context.Context) error {
 	if sameStatus(w.pod, want) {
 		return nil
 	}
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		obj, err := w.a.cfg.Store.Get(ctx, store.Pods, w.ns, w.name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("update status of pod %s: %w", w.key(), err)
-		}
+	_, err := w.a.cfg.Store.GuaranteedUpdate(ctx, store.Pods, w.ns, w.name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*corev1.Pod)
 		if cur.UID != w.uid {
-			return nil
+			return cur, nil // a new pod of that name: unchanged, no write
 		}
 		next := cur.DeepCopy()
 		w.applyStatus(next)
 		if sameStatus(cur, next) {
-			return nil
+			return cur, nil
 		}
-		_, err = w.a.cfg.Store.Update(ctx, store.Pods, next)
-		if err != nil && !apierrors.IsConflict(err) {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("update status of pod %s: %w", w.key(), err)
-		}
-		return err
+		return next, nil
 	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("update status of pod %s: %w", w.key(), err)
+	}
+	return nil
 }
