@@ -227,18 +227,16 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 
 // updateObject reads the stored object, lets mutate produce the new one,
 // applies update semantics (prepareForUpdate) and writes it with a
-// compare-and-swap. When the new object carries no resourceVersion the
+// compare-and-swap, through store.GuaranteedUpdate (mutate may run more
+// than once). When the new object carries no resourceVersion the
 // update is unconditional and retried on conflict (as Kubernetes'
 // GuaranteedUpdate); with one, a stale resourceVersion is a 409 Conflict.
 // An update that leaves an object marked for deletion without finalizers
 // (and with a zero grace period) deletes it.
 func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, mutate func(cur store.Object) (store.Object, error)) (store.Object, error) {
 	r := ri.res
-	for attempt := 0; ; attempt++ {
-		cur, err := s.st.Get(ctx, r, ri.namespace, ri.name)
-		if err != nil {
-			return nil, err
-		}
+	var dry store.Object // the would-be object of a dry run
+	out, err := s.st.GuaranteedUpdate(ctx, r, ri.namespace, ri.name, nil, func(cur store.Object) (store.Object, error) {
 		obj, err := mutate(cur.DeepCopyObject().(store.Object))
 		if err != nil {
 			return nil, err
@@ -249,11 +247,11 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 		if r.Namespaced && obj.GetNamespace() != "" && obj.GetNamespace() != ri.namespace {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the URL (%s)", obj.GetNamespace(), ri.namespace))
 		}
-		pinned := obj.GetResourceVersion() != ""
-		if !pinned {
+		if rv := obj.GetResourceVersion(); rv == "" {
 			obj.SetResourceVersion(cur.GetResourceVersion())
-		} else if obj.GetResourceVersion() != cur.GetResourceVersion() {
-			if _, err := store.ParseResourceVersion(obj.GetResourceVersion()); err != nil {
+		} else if rv != cur.GetResourceVersion() {
+			// Pinned to a resourceVersion: a stale one is a 409, not retried.
+			if _, err := store.ParseResourceVersion(rv); err != nil {
 				return nil, err
 			}
 			return nil, apierrors.NewConflict(r.GroupResource(), ri.name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
@@ -270,35 +268,31 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 		if errs := validateUpdate(r, ri.sub, obj, cur); len(errs) > 0 {
 			return nil, invalid(r, ri.name, errs)
 		}
-		if sameObject(obj, cur) || dryRun {
-			return obj, nil
+		if dryRun {
+			dry = obj
+			return nil, errDryRun
 		}
-		out, err := s.st.Update(ctx, r, obj)
-		if apierrors.IsConflict(err) && !pinned && attempt < 16 {
-			continue
-		}
-		if err != nil {
+		return obj, nil // a no-op (same JSON) is not written, as Kubernetes
+	})
+	if errors.Is(err, errDryRun) {
+		return dry, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if shouldDeleteDuringUpdate(out) {
+		if _, err := s.st.Delete(ctx, r, ri.namespace, ri.name, out.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
+			if apierrors.IsConflict(err) {
+				return out, nil // someone else wrote meanwhile; their write decides
+			}
 			return nil, err
 		}
-		if shouldDeleteDuringUpdate(out) {
-			if _, err := s.st.Delete(ctx, r, ri.namespace, ri.name, out.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
-				if apierrors.IsConflict(err) {
-					return out, nil // someone else wrote meanwhile; their write decides
-				}
-				return nil, err
-			}
-		}
-		return out, nil
 	}
+	return out, nil
 }
 
-// sameObject reports whether a and b encode to the same JSON (a no-op
-// update, which Kubernetes does not write).
-func sameObject(a, b store.Object) bool {
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
-}
+// errDryRun ends the GuaranteedUpdate of a dry run before its write.
+var errDryRun = errors.New("dry run")
 
 // shouldDeleteDuringUpdate mirrors the generic registry's
 // ShouldDeleteDuringUpdate: an object marked for deletion whose last
