@@ -20,15 +20,22 @@ const DefaultTerminationGracePeriodSeconds int64 = 30
 // bound to a node (spec.nodeName set) only gets deletionTimestamp (now) and
 // deletionGracePeriodSeconds (its terminationGracePeriodSeconds, default 30)
 // in a compare-and-swap update, and the node agent removes it once its
-// containers stopped; an unbound pod is removed at once. A pod that is
+// containers stopped; an unbound pod is removed at once (when pod carries
+// a resourceVersion, only if it is still that one; else the stored pod
+// decides). A pod that is
 // already gone, or already being deleted, is not an error.
 func DeletePod(ctx context.Context, s *store.Store, pod *corev1.Pod) error {
 	if pod.Spec.NodeName == "" {
-		_, err := s.Delete(ctx, store.Pods, pod.Namespace, pod.Name, "")
-		if err != nil && !apierrors.IsNotFound(err) {
+		// Conditional on the revision pod was read at: a pod bound since
+		// (pod came from a lagging cache) must get the graceful path below,
+		// not be removed under its node agent.
+		_, err := s.Delete(ctx, store.Pods, pod.Namespace, pod.Name, pod.ResourceVersion)
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
-		return nil
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj, err := s.Get(ctx, store.Pods, pod.Namespace, pod.Name)
