@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -56,33 +57,68 @@ func requireNamespace(ri reqInfo) error {
 }
 
 // list answers GET of a collection, filtered by labelSelector and
-// fieldSelector. Paging (limit/continue) is not implemented: the whole list
-// is returned without a continue token, which clients accept.
+// fieldSelector, paged by limit and continue as the Kubernetes apiserver:
+// the selectors apply before the limit; a page that does not end the list
+// has metadata.continue and metadata.remainingItemCount; every page of one
+// list reflects the first page's resourceVersion (store.ListPage says for
+// how long that revision can be served; after that a continuation is 410
+// Gone, reason Expired). A malformed continue token, or one with a
+// resourceVersion, is a 400.
 func (s *Server) list(c echo.Context, ri reqInfo, opts metainternalversion.ListOptions, sel selector) error {
 	q := c.Request().URL.Query()
-	// Lists are served at the latest revision; one from a resourceVersion
-	// the store has not reached waits for it (then 504 "Too large
-	// resource version").
-	minRV, _ := store.ParseResourceVersion(opts.ResourceVersion) // checked by listOptions
 	ctx := c.Request().Context()
+	page := store.ListPageOptions{Limit: int(min(max(opts.Limit, 0), int64(math.MaxInt32)))}
+	if !sel.empty() {
+		page.Match = sel.matches
+	}
+	if opts.Continue != "" {
+		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		}
+		rev, start, err := decodeContinue(opts.Continue)
+		if err != nil {
+			return err
+		}
+		page.Revision, page.Start = rev, start
+		p, err := s.st.ListPage(ctx, ri.res, ri.namespace, page)
+		if apierrors.IsResourceExpired(err) {
+			return expiredContinue(start)
+		}
+		if err != nil {
+			return err
+		}
+		return s.writeList(c, ri, q, p)
+	}
+	// A first page is served at the latest revision; one from a
+	// resourceVersion the store has not reached waits for it (then 504
+	// "Too large resource version").
+	minRV, _ := store.ParseResourceVersion(opts.ResourceVersion) // checked by listOptions
 	if err := s.st.WaitRevision(ctx, ri.res, minRV); err != nil {
 		return err
 	}
-	objs, rev, err := s.st.List(ctx, ri.res, ri.namespace)
+	p, err := s.st.ListPage(ctx, ri.res, ri.namespace, page)
 	if err != nil {
 		return err
 	}
-	items := make([]store.Object, 0, len(objs))
-	for _, o := range objs {
-		if sel.matches(o) {
-			items = append(items, o)
-		}
+	return s.writeList(c, ri, q, p)
+}
+
+// writeList writes one page as a <Kind>List or, if asked, a Table.
+func (s *Server) writeList(c echo.Context, ri reqInfo, q url.Values, p store.Page) error {
+	meta := metav1.ListMeta{ResourceVersion: fmt.Sprint(p.Revision)}
+	if p.LastKey != "" {
+		meta.Continue = encodeContinue(p.LastKey, int64(p.Revision))
+		n := int64(p.Remaining)
+		meta.RemainingItemCount = &n
 	}
-	rv := fmt.Sprint(rev)
 	if ok, v := wantsTable(c); ok {
-		return writeJSON(c, http.StatusOK, s.table(ri.res, items, rv, v, q.Get("includeObject")))
+		t := s.table(ri.res, p.Items, meta.ResourceVersion, v, q.Get("includeObject"))
+		t.ListMeta = meta
+		return writeJSON(c, http.StatusOK, t)
 	}
-	return writeJSON(c, http.StatusOK, listOf(ri.res, items, rv))
+	l := listOf(ri.res, p.Items, meta.ResourceVersion)
+	l.Metadata = meta
+	return writeJSON(c, http.StatusOK, l)
 }
 
 // objectList is the JSON shape of every <Kind>List.

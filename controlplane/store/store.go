@@ -417,6 +417,67 @@ func (s *Store) List(ctx context.Context, r Resource, namespace string) ([]Objec
 	return objs, rev, nil
 }
 
+// ListPageOptions selects one page of a list (Store.ListPage).
+type ListPageOptions struct {
+	// Revision is the revision to read the bucket at; 0 reads the latest
+	// (after the cache caught up with the bucket, as List).
+	Revision uint64
+	// Start is the first key the page may hold (inclusive; "" = from the
+	// first key). A continuation passes the previous page's LastKey +
+	// "\x00".
+	Start string
+	// Limit is how many objects the page holds at most; 0 = all.
+	Limit int
+	// Match, when set, keeps only the objects it returns true for; it is
+	// applied before Limit. It runs under the cache's lock: keep it cheap
+	// and do not call the store from it.
+	Match func(Object) bool
+}
+
+// Page is one page of a list.
+type Page struct {
+	// Items are the page's objects in key order. Shared with the cache:
+	// DeepCopy before modifying.
+	Items []Object
+	// Revision is the revision every page of this list reflects.
+	Revision uint64
+	// LastKey is the key of the page's last object when more matching
+	// objects follow ("" when the page ends the list).
+	LastKey string
+	// Remaining is how many matching objects follow the page.
+	Remaining int
+}
+
+// ListPage returns one page of the objects of r in namespace ("" = all),
+// as the bucket was at opts.Revision: every page of a list read at the
+// same revision comes from one consistent snapshot, whatever was written
+// between them (as a Kubernetes list with limit/continue over etcd).
+//
+// A past revision is rebuilt from the watch cache's kept events, so it can
+// be served while no event after it has been evicted: at most
+// Config.WatchCacheEvents writes of r (4096 by default) and
+// Config.WatchCacheBytes of their new and replaced objects (16 MiB) since
+// the revision. After that, or after the cache restarted (a NATS
+// reconnect), it is 410 Gone (apierrors.IsResourceExpired), as etcd after a
+// compaction. A revision the store has not reached yet (a token of
+// another cluster) waits as WaitRevision, then fails with "Too large
+// resource version".
+func (s *Store) ListPage(ctx context.Context, r Resource, namespace string, opts ListPageOptions) (Page, error) {
+	c, err := s.cache(ctx, r, "")
+	if err != nil {
+		return Page{}, err
+	}
+	// Caught up first, so that whether a past revision is still served
+	// depends only on the writes made before the call.
+	if err := c.waitFresh(ctx); err != nil {
+		return Page{}, err
+	}
+	if err := c.waitRevision(ctx, opts.Revision); err != nil {
+		return Page{}, err
+	}
+	return c.listAt(namespace, opts.Revision, opts.Start, opts.Limit, opts.Match)
+}
+
 // WaitRevision waits until reads of r reflect revision rev ("not older
 // than rev", as a Kubernetes read with a resourceVersion), at most
 // TooLargeResourceVersionWait; then it fails with the Kubernetes

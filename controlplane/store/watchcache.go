@@ -30,6 +30,13 @@ type Event struct {
 	Revision uint64
 
 	size int // encoded bytes, for the cache's memory budget
+
+	// key is the KV key changed; prev is its object before the change (nil
+	// if it did not exist) and prevSize that object's encoded bytes. They
+	// let a paged list read the bucket as of a past revision (listAt).
+	key      string
+	prev     Object
+	prevSize int
 }
 
 // maxPending is how many undelivered events a watcher may hold beyond its
@@ -142,8 +149,10 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 			slog.Error("watch cache: skipping undecodable value", "bucket", c.r.Bucket(), "key", key, "revision", rev, "err", err)
 			break
 		}
-		ev = Event{Type: watch.Modified, Object: obj, Revision: rev, size: len(e.Value())}
-		if _, ok := c.objs[key]; !ok {
+		ev = Event{Type: watch.Modified, Object: obj, Revision: rev, size: len(e.Value()), key: key}
+		if prev, ok := c.objs[key]; ok {
+			ev.prev, ev.prevSize = prev, c.sizes[key]
+		} else {
 			ev.Type = watch.Added
 		}
 		c.objs[key] = obj
@@ -160,7 +169,7 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 		if !c.r.Projection {
 			gone.SetResourceVersion(fmt.Sprint(rev))
 		}
-		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev, size: size}
+		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev, size: size, key: key, prev: old, prevSize: size}
 		if c.filter == "" && e.Operation() == jetstream.KeyValueDelete {
 			c.purgeLater(key, rev)
 		}
@@ -168,12 +177,13 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 	c.rev = max(c.rev, rev)
 	if record && ev.Object != nil {
 		c.events = append(c.events, ev)
-		c.bytes += ev.size
-		// Keep at most capacity events and budget bytes of them (always the
-		// newest one): a watch from an evicted revision gets 410 Gone.
+		c.bytes += ev.size + ev.prevSize
+		// Keep at most capacity events and budget bytes of them and of the
+		// objects they replaced (always the newest one): a watch from an
+		// evicted revision, or a list continued at one, gets 410 Gone.
 		drop := 0
 		for drop < len(c.events)-1 && (len(c.events)-drop > c.capacity || c.bytes > c.budget) {
-			c.bytes -= c.events[drop].size
+			c.bytes -= c.events[drop].size + c.events[drop].prevSize
 			drop++
 		}
 		if drop > 0 {
@@ -322,6 +332,68 @@ func (c *watchCache) snapshotLocked(namespace string) []Object {
 		out[i] = c.objs[k]
 	}
 	return out
+}
+
+// listAt returns one page of the objects in namespace ("" = all) as they
+// were at revision rev (0 = the cache's current revision), in key order:
+// the objects whose key is >= start and for which match (nil = all) is
+// true, at most limit of them (0 = no limit). It also returns the revision
+// read and how many more matching objects follow the page.
+//
+// A past revision is rebuilt from the current objects by undoing the kept
+// events after it (each holds the object it replaced), so it can be read
+// while rev >= minRev, the revision of the newest event evicted from the
+// cache (WatchCacheEvents events, WatchCacheBytes bytes); an older one is
+// 410 Gone (apierrors.IsResourceExpired), as etcd after a compaction.
+func (c *watchCache) listAt(namespace string, rev uint64, start string, limit int, match func(Object) bool) (Page, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev == 0 {
+		rev = c.rev
+	}
+	if rev < c.minRev {
+		return Page{}, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rev, c.minRev))
+	}
+	if rev > c.rev {
+		return Page{}, tooLargeResourceVersion(rev, c.rev)
+	}
+	var undone map[string]Object // key -> object at rev (nil: absent)
+	for i := len(c.events) - 1; i >= 0 && c.events[i].Revision > rev; i-- {
+		if undone == nil {
+			undone = map[string]Object{}
+		}
+		undone[c.events[i].key] = c.events[i].prev
+	}
+	p := Page{Revision: rev}
+	keys := make([]string, 0, len(c.objs))
+	consider := func(k string, o Object) {
+		if o != nil && k >= start && (namespace == "" || o.GetNamespace() == namespace) && (match == nil || match(o)) {
+			keys = append(keys, k)
+		}
+	}
+	for k, o := range c.objs {
+		if _, ok := undone[k]; !ok {
+			consider(k, o)
+		}
+	}
+	for k, o := range undone {
+		consider(k, o)
+	}
+	sort.Strings(keys)
+	if limit > 0 && len(keys) > limit {
+		p.Remaining = len(keys) - limit
+		keys = keys[:limit]
+		p.LastKey = keys[len(keys)-1]
+	}
+	p.Items = make([]Object, len(keys))
+	for i, k := range keys {
+		if o, ok := undone[k]; ok {
+			p.Items[i] = o
+		} else {
+			p.Items[i] = c.objs[k]
+		}
+	}
+	return p, nil
 }
 
 func (c *watchCache) watch(ctx context.Context, namespace string, fromRV uint64) (*Watcher, error) {

@@ -43,8 +43,21 @@ func newApplyCmd() *cobra.Command {
 	return cmd
 }
 
+// apply applies each object of file. A manifest with no object (empty,
+// only `null` documents or only comments) is the error "no objects passed
+// to apply", as kubectl apply.
 func apply(out io.Writer, server, file, namespace string) error {
-	return eachObject(file, func(u *unstructured.Unstructured) error { return applyOne(out, server, u, namespace) })
+	n := 0
+	if err := eachObject(file, func(u *unstructured.Unstructured) error {
+		n++
+		return applyOne(out, server, u, namespace)
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("no objects passed to apply")
+	}
+	return nil
 }
 
 // eachObject calls f with each object of the (multi-document) YAML or

@@ -108,3 +108,25 @@ func TestWasmPushThenList(t *testing.T) {
 		t.Fatalf("wasm ls: %v\n%s", err, out)
 	}
 }
+
+// TestApplyNoObjects: a manifest that holds no object (empty, only null
+// documents, only comments) fails as kubectl apply does, without a
+// request: "no objects passed to apply".
+func TestApplyNoObjects(t *testing.T) {
+	for name, manifest := range map[string]string{"empty": "", "null": "null\n", "nulls": "---\nnull\n---\n~\n", "comments": "# nothing\n---\n# here either\n", "blank documents": "---\n---\n"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "m.yaml")
+			if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			root := newRootCommand(&out, &out)
+			// No server listens there: any request would fail otherwise.
+			root.SetArgs([]string{"--server", "http://127.0.0.1:1", "apply", "-f", file})
+			err := root.Execute()
+			if err == nil || err.Error() != "no objects passed to apply" {
+				t.Fatalf("apply of %q: %v, want \"no objects passed to apply\"\n%s", manifest, err, out.String())
+			}
+		})
+	}
+}
