@@ -35,12 +35,13 @@ type Config struct {
 	// on an external NATS cluster.
 	Replicas int
 	// WatchCacheEvents is how many past events each bucket's watch cache
-	// keeps for watches that resume from a resourceVersion. Default 4096.
-	// A watch from an older resourceVersion gets 410 Gone.
+	// keeps for watches that resume from a resourceVersion and for paged
+	// lists continued at one (ListPage). Default 4096. A watch or list
+	// continuation from an older resourceVersion gets 410 Gone.
 	WatchCacheEvents int
-	// WatchCacheBytes bounds the encoded size of those events per bucket,
-	// so large objects cannot make the history take much memory.
-	// Default 16 MiB.
+	// WatchCacheBytes bounds the encoded size of those events and of the
+	// objects they replaced, per bucket, so large objects cannot make the
+	// history take much memory. Default 16 MiB.
 	WatchCacheBytes int
 }
 
