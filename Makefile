@@ -7,7 +7,7 @@ BIN     := bin
 RUNDIR  ?= .run
 PKGS    := ./...
 
-.PHONY: all build run test test-short fuzz bench vet fmt clean
+.PHONY: all build run test test-short conformance fuzz bench vet fmt clean
 
 all: build
 
@@ -42,6 +42,11 @@ run:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+# The kubectl conformance script with every kubectl from 1.27 to 1.33 (it
+# is part of `make test` too); prints the counts per kubectl version.
+conformance:
+	$(GO) test -count=1 -v -run '^TestKubectlConformance$$' ./controlplane/apiserver/conformance/
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
