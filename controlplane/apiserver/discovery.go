@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
-
-	"github.com/orca-edge/orca/controlplane/store"
 )
 
 // GitVersion is what /version reports: the Kubernetes API level orca
@@ -20,15 +18,6 @@ const GitVersion = "v1.32.0-orca"
 
 // orcaGroup is orca's own API group (WASM modules).
 const orcaGroup = "orca.dev"
-
-var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-
-// statusSubresource lists the kinds with a status subresource (main-resource
-// writes then ignore status, as Kubernetes' strategies do).
-var statusSubresource = map[string]bool{"Pod": true, "Service": true, "Node": true, "Namespace": true, "Deployment": true, "ReplicaSet": true}
-
-// categoryAll lists the kinds in the "all" category (kubectl get all).
-var categoryAll = map[string]bool{"Pod": true, "Service": true, "Deployment": true, "ReplicaSet": true}
 
 func (s *Server) version(c echo.Context) error {
 	return c.JSON(http.StatusOK, version.Info{Major: "1", Minor: "32", GitVersion: GitVersion, Platform: runtime.GOOS + "/" + runtime.GOARCH, GoVersion: runtime.Version(), Compiler: runtime.Compiler})
@@ -50,7 +39,7 @@ func (s *Server) apiVersions(c echo.Context) error {
 func (s *Server) groups() []metav1.APIGroup {
 	seen := map[string]bool{}
 	var out []metav1.APIGroup
-	for _, r := range store.All {
+	for _, r := range s.reg.All() {
 		if r.Group == "" || seen[r.Group] {
 			continue
 		}
@@ -85,31 +74,12 @@ func (s *Server) discovery(c echo.Context, gv schema.GroupVersion, segs []string
 		return c.JSON(http.StatusOK, list)
 	}
 	found := false
-	for _, r := range store.All {
-		if r.GroupVersion() != gv {
+	for _, k := range s.reg.All() {
+		if k.GroupVersion() != gv {
 			continue
 		}
 		found = true
-		ar := metav1.APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.Kind, Verbs: allVerbs, ShortNames: r.ShortNames}
-		if categoryAll[r.Kind] {
-			ar.Categories = []string{"all"}
-		}
-		list.APIResources = append(list.APIResources, ar)
-		sub := func(name, kind string, verbs ...string) {
-			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r.Plural + "/" + name, Namespaced: r.Namespaced, Kind: kind, Verbs: verbs})
-		}
-		if statusSubresource[r.Kind] {
-			sub("status", r.Kind, "get", "patch", "update")
-		}
-		switch r.Kind {
-		case "Pod":
-			sub("binding", "Binding", "create")
-			sub("log", "Pod", "get")
-		case "Deployment", "ReplicaSet":
-			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r.Plural + "/scale", Namespaced: true, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: metav1.Verbs{"get", "patch", "update"}})
-		case "Namespace":
-			sub("finalize", "Namespace", "update")
-		}
+		list.APIResources = append(list.APIResources, k.APIResources()...)
 	}
 	if !found {
 		return notFoundPath(c.Request().URL.Path)

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -31,11 +33,7 @@ func fuzzServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{cfg: Config{MaxBodyBytes: 3 << 20}, pb: pb, resources: map[string]store.Resource{}}
-	for _, r := range store.All {
-		s.resources[r.APIVersion()+"/"+r.Plural] = r
-	}
-	return s
+	return &Server{cfg: Config{MaxBodyBytes: 3 << 20}, pb: pb, reg: builtin.New()}
 }
 
 // want4xx fails unless err is nil or a Status with a 4xx code.
@@ -71,7 +69,9 @@ func FuzzDecodeBody(f *testing.F) {
 	s := fuzzServer(f)
 	e := echo.New()
 	f.Fuzz(func(t *testing.T, body []byte, mt, kind uint8) {
-		r := store.All[int(kind)%len(store.All)]
+		kinds := s.reg.All()
+		k := kinds[int(kind)%len(kinds)]
+		r := k.Resource
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/x?fieldValidation=Strict", bytes.NewReader(body))
 		if ct := fuzzMediaTypes[int(mt)%len(fuzzMediaTypes)]; ct != "" {
 			req.Header.Set("Content-Type", ct)
@@ -86,7 +86,7 @@ func FuzzDecodeBody(f *testing.F) {
 		want4xx(t, "decodeObject", err)
 		want4xx(t, "checkStrict", checkStrict(c, r, data))
 		if err == nil {
-			validateCreate(r, obj) // must not panic on anything that decoded
+			_ = registry.ValidateCreate(k, obj) // must not panic on anything that decoded
 		}
 	})
 }
@@ -100,12 +100,13 @@ func FuzzListOptions(f *testing.F) {
 	} {
 		f.Add(seed, false)
 	}
+	podKind, _ := builtin.New().ForResource(store.Pods)
 	f.Fuzz(func(t *testing.T, raw string, watch bool) {
 		q, err := url.ParseQuery(raw)
 		if err != nil {
 			return
 		}
-		_, sel, err := listOptions(store.Pods, q, watch)
+		_, sel, err := listOptions(podKind, q, watch)
 		want4xx(t, "listOptions", err)
 		if err == nil {
 			sel.matches(store.Pods.New()) // a parsed selector can be evaluated

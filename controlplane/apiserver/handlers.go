@@ -12,15 +12,12 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -42,7 +39,7 @@ func (s *Server) get(c echo.Context, ri reqInfo) error {
 		return err
 	}
 	if ok, v := wantsTable(c); ok {
-		return writeJSON(c, http.StatusOK, s.table(ri.res, []store.Object{obj}, "", v, c.QueryParam("includeObject")))
+		return writeJSON(c, http.StatusOK, s.table(ri.kind, []store.Object{obj}, "", v, c.QueryParam("includeObject")))
 	}
 	return writeJSON(c, http.StatusOK, obj)
 }
@@ -112,7 +109,7 @@ func (s *Server) writeList(c echo.Context, ri reqInfo, q url.Values, p store.Pag
 		meta.RemainingItemCount = &n
 	}
 	if ok, v := wantsTable(c); ok {
-		t := s.table(ri.res, p.Items, meta.ResourceVersion, v, q.Get("includeObject"))
+		t := s.table(ri.kind, p.Items, meta.ResourceVersion, v, q.Get("includeObject"))
 		t.ListMeta = meta
 		return writeJSON(c, http.StatusOK, t)
 	}
@@ -160,13 +157,18 @@ func (s *Server) create(c echo.Context, ri reqInfo) error {
 	return writeJSON(c, http.StatusCreated, out)
 }
 
-// createObject sets the server-owned metadata of obj (uid,
-// creationTimestamp, generation 1, generateName), applies defaults,
-// allocates Service addresses, validates, and stores it. namespace is the
+// createObject prepares and validates obj as the registry's BeforeCreate
+// (uid, creationTimestamp, generation 1, generateName, the kind's
+// PrepareForCreate, Default and Validate), allocates Service addresses,
+// and stores it. namespace is the
 // request's namespace: an object naming another one is a 400. For a
 // namespaced kind the namespace must exist (404) and not be terminating
 // (403). A name taken by a generateName attempt is retried up to 8 times.
 func (s *Server) createObject(ctx context.Context, r store.Resource, namespace string, obj store.Object, dryRun bool) (store.Object, error) {
+	k, err := s.reg.Kind(r)
+	if err != nil {
+		return nil, err
+	}
 	if r.Namespaced {
 		if obj.GetNamespace() == "" {
 			obj.SetNamespace(namespace)
@@ -187,22 +189,13 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 	} else {
 		obj.SetNamespace("")
 	}
-	obj.SetUID(types.UID(uuid.NewString()))
-	obj.SetCreationTimestamp(metav1.Now())
-	obj.SetGeneration(1)
-	obj.SetResourceVersion("")
-	obj.SetDeletionTimestamp(nil)
-	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetManagedFields(nil)
-	prepareForCreate(obj)
-	setDefaults(obj)
 	generate := obj.GetName() == "" && obj.GetGenerateName() != ""
 	for attempt := 0; ; attempt++ {
 		if generate {
-			obj.SetName(generateName(obj.GetGenerateName()))
+			obj.SetName("") // drawn again by BeforeCreate
 		}
-		if errs := validateCreate(r, obj); len(errs) > 0 {
-			return nil, invalid(r, obj.GetName(), errs)
+		if err := registry.BeforeCreate(k, obj); err != nil {
+			return nil, err
 		}
 		release, err := s.allocate(ctx, obj)
 		if err != nil {
@@ -219,15 +212,6 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 		}
 		return out, err
 	}
-}
-
-// generateName appends 5 random lowercase alphanumerics to base (cut to 58
-// characters first), as the Kubernetes SimpleNameGenerator does.
-func generateName(base string) string {
-	if len(base) > 58 {
-		base = base[:58]
-	}
-	return base + utilrand.String(5)
 }
 
 // update answers PUT of an object or of its status/finalize subresource.
@@ -262,7 +246,8 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 }
 
 // updateObject reads the stored object, lets mutate produce the new one,
-// applies update semantics (prepareForUpdate) and writes it with a
+// applies the registry's update rules (registry.PrepareUpdate, the
+// Service address allocation, registry.ValidateUpdate) and writes it with a
 // compare-and-swap, through store.GuaranteedUpdate (mutate may run more
 // than once). When the new object carries no resourceVersion the
 // update is unconditional and retried on conflict (as Kubernetes'
@@ -270,7 +255,7 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 // An update that leaves an object marked for deletion without finalizers
 // (and with a zero grace period) deletes it.
 func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, mutate func(cur store.Object) (store.Object, error)) (store.Object, error) {
-	r := ri.res
+	r, k := ri.res, ri.kind
 	var dry store.Object // the would-be object of a dry run
 	out, err := s.st.GuaranteedUpdate(ctx, r, ri.namespace, ri.name, nil, func(cur store.Object) (store.Object, error) {
 		obj, err := mutate(cur.DeepCopyObject().(store.Object))
@@ -292,17 +277,15 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 			}
 			return nil, apierrors.NewConflict(r.GroupResource(), ri.name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		}
-		obj, err = prepareForUpdate(r, ri.sub, obj, cur)
+		obj, err = registry.PrepareUpdate(k, ri.sub, obj, cur)
 		if err != nil {
 			return nil, err
 		}
-		setDefaults(obj)
-		bumpGeneration(r, obj, cur)
 		if err := s.allocateUpdate(ctx, obj, cur); err != nil {
 			return nil, err
 		}
-		if errs := validateUpdate(r, ri.sub, obj, cur); len(errs) > 0 {
-			return nil, invalid(r, ri.name, errs)
+		if err := registry.ValidateUpdate(k, obj, cur); err != nil {
+			return nil, err
 		}
 		if dryRun {
 			dry = obj
@@ -316,7 +299,7 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 	if err != nil {
 		return nil, err
 	}
-	if shouldDeleteDuringUpdate(out) {
+	if shouldDeleteDuringUpdate(k, out) {
 		if _, err := s.st.Delete(ctx, r, ri.namespace, ri.name, out.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
 			if apierrors.IsConflict(err) {
 				return out, nil // someone else wrote meanwhile; their write decides
@@ -332,33 +315,16 @@ var errDryRun = errors.New("dry run")
 
 // shouldDeleteDuringUpdate mirrors the generic registry's
 // ShouldDeleteDuringUpdate: an object marked for deletion whose last
-// finalizer is gone, with no grace period pending, is deleted.
-func shouldDeleteDuringUpdate(obj store.Object) bool {
+// finalizer is gone (and the kind's own finalization: Kind.Finalizing),
+// with no grace period pending, is deleted.
+func shouldDeleteDuringUpdate(k *registry.Kind, obj store.Object) bool {
 	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
 		return false
 	}
 	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {
 		return false
 	}
-	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
-		return false
-	}
-	return true
-}
-
-// bumpGeneration sets metadata.generation: the stored one, plus one when
-// the spec changed for kinds whose controllers report
-// status.observedGeneration (deployments, replicasets).
-func bumpGeneration(r store.Resource, obj, old store.Object) {
-	gen := old.GetGeneration()
-	if r.Kind == "Deployment" || r.Kind == "ReplicaSet" {
-		nm, _ := toMap(obj)
-		om, _ := toMap(old)
-		if !reflect.DeepEqual(nm["spec"], om["spec"]) {
-			gen++
-		}
-	}
-	obj.SetGeneration(gen)
+	return k.Finalizing == nil || !k.Finalizing(obj)
 }
 
 // parseDeleteOptions reads DeleteOptions from the body (JSON or YAML, may
@@ -416,8 +382,10 @@ func (s *Server) delete(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
 		return err
 	}
-	if ri.res.Kind == "Namespace" && immortalNamespaces[ri.name] {
-		return apierrors.NewForbidden(ri.res.GroupResource(), ri.name, fmt.Errorf("this namespace may not be deleted"))
+	if ri.kind.AdmitDelete != nil {
+		if err := ri.kind.AdmitDelete(ri.namespace, ri.name); err != nil {
+			return err
+		}
 	}
 	opts, err := s.parseDeleteOptions(c)
 	if err != nil {
@@ -448,6 +416,10 @@ func (s *Server) delete(c echo.Context, ri reqInfo) error {
 //   - a namespace with spec.finalizers becomes Terminating;
 //   - an object with finalizers only gets deletionTimestamp.
 func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, name string, opts metav1.DeleteOptions) (store.Object, error) {
+	k, err := s.reg.Kind(r)
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		cur, err := s.st.Get(ctx, r, namespace, name)
 		if err != nil {
@@ -467,31 +439,20 @@ func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, 
 		if orphan && !hasString(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
 			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerOrphanDependents))
 		}
-		_, isPod := obj.(*corev1.Pod) // pods have no dependents; their node agent ends them
 		foreground := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationForeground
-		if foreground && !isPod && !hasString(obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+		if foreground && !k.NoDependents && !hasString(obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
 			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerDeleteDependents))
 		}
 		grace := int64(0)
-		if pod, ok := obj.(*corev1.Pod); ok {
-			grace = 30
-			if pod.Spec.TerminationGracePeriodSeconds != nil {
-				grace = *pod.Spec.TerminationGracePeriodSeconds
-			}
-			if opts.GracePeriodSeconds != nil {
-				grace = *opts.GracePeriodSeconds
-			}
-			if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-				grace = 0
-			}
+		if k.GracePeriod != nil {
+			grace = k.GracePeriod(obj, opts.GracePeriodSeconds)
 		}
-		pendingNS := false
-		if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
-			pendingNS = true
-			ns.Status.Phase = corev1.NamespaceTerminating
+		finalizing := k.Finalizing != nil && k.Finalizing(obj)
+		if k.PrepareForDelete != nil {
+			k.PrepareForDelete(obj)
 		}
 		dryRun := len(opts.DryRun) > 0
-		if grace == 0 && !pendingNS && len(obj.GetFinalizers()) == 0 {
+		if grace == 0 && !finalizing && len(obj.GetFinalizers()) == 0 {
 			if dryRun {
 				return cur, nil
 			}
@@ -530,7 +491,7 @@ func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, 
 		if err != nil {
 			return nil, err
 		}
-		if grace == 0 && shouldDeleteDuringUpdate(out) {
+		if grace == 0 && shouldDeleteDuringUpdate(k, out) {
 			// A pod whose grace was shortened to 0 and has no finalizers.
 			return s.st.Delete(ctx, r, namespace, name, out.GetResourceVersion())
 		}
@@ -542,11 +503,11 @@ func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, 
 // the selectors is deleted as by deleteObject. It returns the list of
 // objects as deleteObject returned them.
 func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
-	if ri.res.Kind == "Namespace" {
+	if !ri.kind.Allows("deletecollection") {
 		// As Kubernetes: namespaces have no deletecollection verb.
 		return apiMethodNotAllowed(http.MethodDelete, c.Request().URL.Path)
 	}
-	_, sel, err := listOptions(ri.res, c.Request().URL.Query(), false)
+	_, sel, err := listOptions(ri.kind, c.Request().URL.Query(), false)
 	if err != nil {
 		return err
 	}
@@ -575,10 +536,6 @@ func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
 	}
 	return writeJSON(c, http.StatusOK, listOf(ri.res, out, fmt.Sprint(rev)))
 }
-
-// immortalNamespaces may not be deleted (Kubernetes' NamespaceLifecycle
-// admission).
-var immortalNamespaces = map[string]bool{metav1.NamespaceDefault: true, metav1.NamespaceSystem: true, metav1.NamespacePublic: true}
 
 func hasString(list []string, s string) bool {
 	for _, x := range list {

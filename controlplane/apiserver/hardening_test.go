@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -388,7 +389,7 @@ func TestAttackerFindings(t *testing.T) {
 	}
 	code, out := e.do(http.MethodPost, cms+"?dryRun=All", "application/json", `{"metadata":{"name":"many"},"data":{`+strings.Join(keys, ",")+`}}`)
 	var st metav1.Status
-	if err := jsonUnmarshal(out, &st); err != nil || code != http.StatusUnprocessableEntity || st.Details == nil || len(st.Details.Causes) != maxValidationErrors+1 {
+	if err := jsonUnmarshal(out, &st); err != nil || code != http.StatusUnprocessableEntity || st.Details == nil || len(st.Details.Causes) != registry.MaxValidationErrors+1 {
 		t.Errorf("20,000 invalid keys: %d, %d causes, %d bytes", code, len(st.Details.Causes), len(out))
 	}
 	// A YAML body whose aliases expand far past the body limit.

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/labstack/echo/v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/orca-edge/orca/controlplane/apiserver/openapidefs"
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/registry"
 )
 
 // OpenAPI, as the Kubernetes apiserver serves it:
@@ -112,14 +111,24 @@ func (k openAPIKind) gvKey() string {
 	return "apis/" + k.group + "/" + k.version
 }
 
+func hasModelName(o any) bool {
+	_, ok := o.(interface{ OpenAPIModelName() string })
+	return ok
+}
+
 func modelName(o any) string {
 	return o.(interface{ OpenAPIModelName() string }).OpenAPIModelName()
 }
 
-// openAPIKinds lists store.All and the orca.dev kinds.
-func openAPIKinds() []openAPIKind {
+// openAPIKinds lists the registry's kinds that have generated
+// definitions (their Go type has OpenAPIModelName: every k8s.io/api type)
+// and the orca.dev kinds.
+func openAPIKinds(reg *registry.Registry) []openAPIKind {
 	var out []openAPIKind
-	for _, r := range store.All {
+	for _, r := range reg.All() {
+		if !hasModelName(r.New()) || !hasModelName(r.NewList()) {
+			continue
+		}
 		out = append(out, openAPIKind{group: r.Group, version: r.Version, kind: r.Kind, plural: r.Plural, namespaced: r.Namespaced,
 			model: modelName(r.New()), listModel: modelName(r.NewList())})
 	}
@@ -137,9 +146,9 @@ func gvkExtension(group, version, kind string) map[string]any {
 // openAPIConfig returns the builder's configuration: generated plus orca
 // definitions, and the names' x-kubernetes-group-version-kind extensions
 // (Kubernetes' DefinitionNamer).
-func openAPIConfig() *common.Config {
+func openAPIConfig(kinds []openAPIKind) *common.Config {
 	gvks := map[string][]any{}
-	for _, k := range openAPIKinds() {
+	for _, k := range kinds {
 		gvks[k.model] = append(gvks[k.model], gvkExtension(k.group, k.version, k.kind))
 		gvks[k.listModel] = append(gvks[k.listModel], gvkExtension(k.group, k.version, k.kind+"List"))
 	}
@@ -224,14 +233,15 @@ func openAPIPaths(sw *spec.Swagger, k openAPIKind) {
 	sw.Paths.Paths[base+k.plural+"/{name}"] = obj
 }
 
-// buildOpenAPI builds the Swagger document of the given kinds: their
-// paths and every definition they reach.
-func buildOpenAPI(kinds []openAPIKind) (*spec.Swagger, error) {
+// buildOpenAPI builds the Swagger document of the given kinds (of all,
+// for the names' group-version-kind extensions): their paths and every
+// definition they reach.
+func buildOpenAPI(all, kinds []openAPIKind) (*spec.Swagger, error) {
 	names := []string{metav1.Status{}.OpenAPIModelName(), metav1.Patch{}.OpenAPIModelName(), metav1.DeleteOptions{}.OpenAPIModelName()}
 	for _, k := range kinds {
 		names = append(names, k.model, k.listModel)
 	}
-	sw, err := builder.BuildOpenAPIDefinitionsForResources(openAPIConfig(), names...)
+	sw, err := builder.BuildOpenAPIDefinitionsForResources(openAPIConfig(all), names...)
 	if err != nil {
 		return nil, err
 	}
@@ -241,16 +251,38 @@ func buildOpenAPI(kinds []openAPIKind) (*spec.Swagger, error) {
 	return sw, nil
 }
 
-// openAPIServices holds the process's OpenAPI documents, built once.
+// openAPIServices holds a server's OpenAPI documents, built at the first
+// request after the registry changed (see Server.openAPI).
 type openAPIServices struct {
 	v2     http.Handler
 	v3     *handler3.OpenAPIService
 	gvKeys map[string]bool // "api/v1", "apis/apps/v1", ...
 }
 
-var openAPIOnce = sync.OnceValues(func() (*openAPIServices, error) {
-	kinds := openAPIKinds()
-	all, err := buildOpenAPI(kinds)
+// openAPI returns the server's OpenAPI documents, rebuilt when the
+// registry changed since they were built (a kind added or removed at run
+// time). Concurrent first requests build them once.
+func (s *Server) openAPI() (*openAPIServices, error) {
+	s.openAPIMu.Lock()
+	defer s.openAPIMu.Unlock()
+	if s.openAPISvc != nil {
+		select {
+		case <-s.openAPIChanged:
+		default:
+			return s.openAPISvc, nil
+		}
+	}
+	changed := s.reg.Changed() // taken before reading the kinds
+	svc, err := buildOpenAPIServices(openAPIKinds(s.reg))
+	if err != nil {
+		return nil, err
+	}
+	s.openAPISvc, s.openAPIChanged = svc, changed
+	return svc, nil
+}
+
+func buildOpenAPIServices(kinds []openAPIKind) (*openAPIServices, error) {
+	all, err := buildOpenAPI(kinds, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +299,7 @@ var openAPIOnce = sync.OnceValues(func() (*openAPIServices, error) {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		sw, err := buildOpenAPI(byGV[key])
+		sw, err := buildOpenAPI(kinds, byGV[key])
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +307,7 @@ var openAPIOnce = sync.OnceValues(func() (*openAPIServices, error) {
 		s.gvKeys[key] = true
 	}
 	return s, nil
-})
+}
 
 // pathHandler captures the handler kube-openapi registers (common.PathHandler).
 type pathHandler struct{ h http.Handler }
@@ -284,7 +316,7 @@ func (p *pathHandler) Handle(_ string, h http.Handler) { p.h = h }
 
 // openAPIV2 answers /openapi/v2.
 func (s *Server) openAPIV2(c echo.Context) error {
-	svc, err := openAPIOnce()
+	svc, err := s.openAPI()
 	if err != nil {
 		return err
 	}
@@ -295,7 +327,7 @@ func (s *Server) openAPIV2(c echo.Context) error {
 // openAPIRoot answers /openapi/v3 with the group versions' relative URLs,
 // each carrying a content hash as Kubernetes' does (kubectl caches by it).
 func (s *Server) openAPIRoot(c echo.Context) error {
-	svc, err := openAPIOnce()
+	svc, err := s.openAPI()
 	if err != nil {
 		return err
 	}
@@ -305,7 +337,7 @@ func (s *Server) openAPIRoot(c echo.Context) error {
 
 // openAPIGroupVersion answers /openapi/v3/api/v1 and /openapi/v3/apis/<g>/<v>.
 func (s *Server) openAPIGroupVersion(c echo.Context) error {
-	svc, err := openAPIOnce()
+	svc, err := s.openAPI()
 	if err != nil {
 		return err
 	}

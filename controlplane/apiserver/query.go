@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -27,7 +28,7 @@ import (
 // and the field selector against the kind's selectable fields (400
 // "field label not supported"). watch is true for the legacy /watch/
 // paths. The resourceVersion must be a decimal revision (400).
-func listOptions(r store.Resource, q url.Values, watch bool) (metainternalversion.ListOptions, selector, error) {
+func listOptions(k *registry.Kind, q url.Values, watch bool) (metainternalversion.ListOptions, selector, error) {
 	var opts metainternalversion.ListOptions
 	// The parameter codec reads any value but "false" and "0" as true;
 	// a value that is no boolean at all is a client's mistake.
@@ -48,14 +49,14 @@ func listOptions(r store.Resource, q url.Values, watch bool) (metainternalversio
 	if _, err := store.ParseResourceVersion(opts.ResourceVersion); err != nil {
 		return opts, selector{}, err
 	}
-	sel := selector{label: opts.LabelSelector, field: opts.FieldSelector}
+	sel := selector{label: opts.LabelSelector, field: opts.FieldSelector, fields: k.FieldSet}
 	if sel.label == nil {
 		sel.label = labels.Everything()
 	}
 	if sel.field == nil {
 		sel.field = fields.Everything()
 	}
-	if err := checkFieldSelector(r, sel.field); err != nil {
+	if err := checkFieldSelector(k, sel.field); err != nil {
 		return opts, selector{}, err
 	}
 	return opts, sel, nil

@@ -6,13 +6,11 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 const secrets = "/api/v1/namespaces/default/secrets"
@@ -127,76 +125,4 @@ func TestKubectlApplySecretStringData(t *testing.T) {
 	if got != b64("two")+"|" {
 		t.Errorf("after two applies: %q, want %q", got, b64("two")+"|")
 	}
-}
-
-func TestValidateSecret(t *testing.T) {
-	secret := func(typ corev1.SecretType, data map[string]string) *corev1.Secret {
-		s := &corev1.Secret{Type: typ, Data: map[string][]byte{}}
-		for k, v := range data {
-			s.Data[k] = []byte(v)
-		}
-		return s
-	}
-	tests := []struct {
-		name   string
-		secret *corev1.Secret
-		want   []string // "type:field" of each error
-	}{
-		{"opaque", secret(corev1.SecretTypeOpaque, map[string]string{"a.b-c_d": "x"}), nil},
-		{"bad key", secret(corev1.SecretTypeOpaque, map[string]string{"a/b": "x", "..": "y"}), []string{"FieldValueInvalid:data[..]", "FieldValueInvalid:data[a/b]"}},
-		{"1 MiB", secret(corev1.SecretTypeOpaque, map[string]string{"a": strings.Repeat("x", corev1.MaxSecretSize)}), nil},
-		{"over 1 MiB", secret(corev1.SecretTypeOpaque, map[string]string{"a": strings.Repeat("x", corev1.MaxSecretSize/2), "b": strings.Repeat("x", corev1.MaxSecretSize/2+1)}), []string{"FieldValueTooLong:data"}},
-		{"dockerconfigjson", secret(corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": `{"auths":{}}`}), nil},
-		{"dockerconfigjson missing", secret(corev1.SecretTypeDockerConfigJson, nil), []string{"FieldValueRequired:data[.dockerconfigjson]"}},
-		{"dockerconfigjson not JSON", secret(corev1.SecretTypeDockerConfigJson, map[string]string{".dockerconfigjson": "{"}), []string{"FieldValueInvalid:data[.dockerconfigjson]"}},
-		{"dockercfg not JSON", secret(corev1.SecretTypeDockercfg, map[string]string{".dockercfg": "[]"}), []string{"FieldValueInvalid:data[.dockercfg]"}},
-		{"tls", secret(corev1.SecretTypeTLS, map[string]string{"tls.crt": "c", "tls.key": "k"}), nil},
-		{"tls without key", secret(corev1.SecretTypeTLS, map[string]string{"tls.crt": "c"}), []string{"FieldValueRequired:data[tls.key]"}},
-		{"basic-auth password only", secret(corev1.SecretTypeBasicAuth, map[string]string{"password": ""}), nil},
-		{"basic-auth empty", secret(corev1.SecretTypeBasicAuth, nil), []string{"FieldValueRequired:data[password]", "FieldValueRequired:data[username]"}},
-		{"ssh-auth empty key", secret(corev1.SecretTypeSSHAuth, map[string]string{"ssh-privatekey": ""}), []string{"FieldValueRequired:data[ssh-privatekey]"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := errorKeys(validateSecret(tc.secret)); !slices.Equal(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestValidateSecretUpdate(t *testing.T) {
-	immutable := func(typ corev1.SecretType, imm *bool, v string) *corev1.Secret {
-		return &corev1.Secret{Type: typ, Immutable: imm, Data: map[string][]byte{"k": []byte(v)}}
-	}
-	yes, no := new(true), new(false)
-	tests := []struct {
-		name     string
-		obj, old *corev1.Secret
-		want     []string
-	}{
-		{"data change", immutable(corev1.SecretTypeOpaque, nil, "b"), immutable(corev1.SecretTypeOpaque, nil, "a"), nil},
-		{"type change", immutable(corev1.SecretTypeTLS, nil, "a"), immutable(corev1.SecretTypeOpaque, nil, "a"), []string{"FieldValueInvalid:type"}},
-		{"made immutable", immutable(corev1.SecretTypeOpaque, yes, "b"), immutable(corev1.SecretTypeOpaque, nil, "a"), nil},
-		{"immutable, unchanged", immutable(corev1.SecretTypeOpaque, yes, "a"), immutable(corev1.SecretTypeOpaque, yes, "a"), nil},
-		{"immutable, data changed", immutable(corev1.SecretTypeOpaque, yes, "b"), immutable(corev1.SecretTypeOpaque, yes, "a"), []string{"FieldValueForbidden:data"}},
-		{"immutable unset", immutable(corev1.SecretTypeOpaque, no, "a"), immutable(corev1.SecretTypeOpaque, yes, "a"), []string{"FieldValueForbidden:immutable"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := errorKeys(validateSecretUpdate(tc.obj, tc.old)); !slices.Equal(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-// errorKeys lists "type:field" of each error, sorted.
-func errorKeys(errs field.ErrorList) []string {
-	var keys []string
-	for _, e := range errs {
-		keys = append(keys, string(e.Type)+":"+e.Field)
-	}
-	slices.Sort(keys)
-	return keys
 }

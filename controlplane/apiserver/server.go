@@ -6,8 +6,9 @@
 // Routing is done by parsing the request path here (see parsePath) rather
 // than by one echo route per resource: Kubernetes paths overlap
 // ("/api/v1/namespaces/default" is a namespace, "/api/v1/namespaces/default/pods"
-// a list) and a table of store.Resource descriptors (store.All) drives
-// everything.
+// a list) and the registry (controlplane/registry: one Kind per served
+// kind, which may change at run time) drives everything: the handlers are
+// generic over it.
 package apiserver
 
 import (
@@ -35,6 +36,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -47,6 +50,10 @@ type ModulePusher interface {
 // Config configures the apiserver. Store is required.
 type Config struct {
 	Store *store.Store
+	// Registry holds the kinds served (their rules: defaults, validation,
+	// tables, subresources). Default: builtin.New(). Pass the registry the
+	// controllers use, so kinds added at run time are seen by both.
+	Registry *registry.Registry
 	// NATS carries pod log requests to node agents (controlplane/nodeapi).
 	// Default: Store.Conn().
 	NATS *nats.Conn
@@ -102,8 +109,11 @@ type Server struct {
 	alloc *allocator
 	pb    runtime.Decoder // protobuf request bodies
 
-	// resources maps "group/version/plural" to its descriptor.
-	resources map[string]store.Resource
+	reg *registry.Registry // the served kinds
+
+	openAPIMu      sync.Mutex       // guards the two below
+	openAPISvc     *openAPIServices // nil until the first OpenAPI request
+	openAPIChanged <-chan struct{}  // closed when openAPISvc is out of date
 
 	readOnly, mutating chan struct{} // in-flight request slots (limitRequests)
 	modulePushes       chan struct{} // module pushes in progress (maxModulePushes)
@@ -154,6 +164,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Registry == nil {
+		cfg.Registry = builtin.New()
+	}
 	alloc, err := newAllocator(cfg.ServiceCIDR, cfg.NodePortRange)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
@@ -162,15 +175,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, resources: map[string]store.Resource{},
+	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, reg: cfg.Registry,
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
 		modulePushes: make(chan struct{}, maxModulePushes),
 		imagePushes:  make(chan struct{}, maxImagePushes)}
 	if s.nc != nil {
 		s.watchNATS()
-	}
-	for _, r := range store.All {
-		s.resources[r.APIVersion()+"/"+r.Plural] = r
 	}
 	s.e = s.routes()
 	return s, nil
@@ -275,6 +285,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 // reqInfo is what a resource path names.
 type reqInfo struct {
 	gv        schema.GroupVersion
+	kind      *registry.Kind // the kind named; res is its store layout
 	res       store.Resource
 	namespace string // "" for cluster-scoped or all namespaces
 	name      string
@@ -306,13 +317,10 @@ func (s *Server) parsePath(p string) (ri reqInfo, discovery bool, err error) {
 		ri.watch = true
 		segs = segs[1:]
 	}
-	lookup := func(plural string) (store.Resource, bool) {
-		r, ok := s.resources[ri.gv.String()+"/"+plural]
-		return r, ok
-	}
+	lookup := func(plural string) (*registry.Kind, bool) { return s.reg.Lookup(ri.gv, plural) }
 	if len(segs) >= 3 && segs[0] == "namespaces" {
-		if r, ok := lookup(segs[2]); ok && r.Namespaced {
-			ri.res, ri.namespace = r, segs[1]
+		if k, ok := lookup(segs[2]); ok && k.Namespaced {
+			ri.kind, ri.res, ri.namespace = k, k.Resource, segs[1]
 			segs = segs[3:]
 			if len(segs) > 0 {
 				ri.name = segs[0]
@@ -326,11 +334,11 @@ func (s *Server) parsePath(p string) (ri reqInfo, discovery bool, err error) {
 			return ri, false, nil
 		}
 	}
-	r, ok := lookup(segs[0])
+	k, ok := lookup(segs[0])
 	if !ok {
 		return ri, false, notFoundPath(p)
 	}
-	ri.res = r
+	ri.kind, ri.res = k, k.Resource
 	if len(segs) > 1 {
 		ri.name = segs[1]
 	}
@@ -387,7 +395,7 @@ func (s *Server) dispatch(c echo.Context) error {
 		if ri.name != "" && !ri.watch && q.Get("watch") == "" {
 			return s.get(c, ri)
 		}
-		opts, sel, err := listOptions(ri.res, q, ri.watch)
+		opts, sel, err := listOptions(ri.kind, q, ri.watch)
 		if err != nil {
 			return err
 		}

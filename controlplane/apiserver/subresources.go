@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,19 +16,29 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// subresource routes /status, /finalize, /binding, /log, /scale and
-// pods' /exec, /attach and /portforward (exec.go).
+// subresource serves a subresource the kind declares
+// (registry.Kind.Subresource): status, scale and the update subresources
+// (namespaces/finalize) generically, the others (pods' binding, log,
+// exec, attach, portforward) by their handler in connectors. A method
+// that is not one of the subresource's verbs is a 405.
 func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
 		return err
 	}
 	m := c.Request().Method
-	kind := ri.res.Kind
+	sr, ok := ri.kind.Subresource(ri.sub)
+	if !ok {
+		return notFoundPath(c.Request().URL.Path)
+	}
+	if !slices.Contains(sr.Verbs, methodVerbs[m]) {
+		return apiMethodNotAllowed(m, c.Request().URL.Path)
+	}
 	switch {
-	case ri.sub == "status" && statusSubresource[kind]:
+	case ri.sub == "status" && ri.kind.Status:
 		switch m {
 		case http.MethodGet:
 			return s.get(c, ri)
@@ -37,26 +47,35 @@ func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 		case http.MethodPatch:
 			return s.patch(c, ri)
 		}
-	case ri.sub == "finalize" && kind == "Namespace" && m == http.MethodPut:
+	case ri.sub == "scale" && ri.kind.Scale != nil:
+		return s.scale(c, ri)
+	case sr.Update != nil && m == http.MethodPut:
 		return s.update(c, ri)
-	case ri.sub == "binding" && kind == "Pod" && m == http.MethodPost:
-		return s.bind(c, ri)
-	case ri.sub == "log" && kind == "Pod" && m == http.MethodGet:
-		return s.podLog(c, ri)
-	case ri.sub == "scale" && (kind == "Deployment" || kind == "ReplicaSet"):
-		switch m {
-		case http.MethodGet, http.MethodPut, http.MethodPatch:
-			return s.scale(c, ri)
-		}
-	case kind == "Pod" && (ri.sub == "exec" || ri.sub == "attach") && (m == http.MethodGet || m == http.MethodPost):
-		return s.podRemoteCommand(c, ri)
-	case kind == "Pod" && ri.sub == "portforward" && (m == http.MethodGet || m == http.MethodPost):
-		return s.podPortForward(c, ri)
-	default:
-		return notFoundPath(c.Request().URL.Path)
+	}
+	if serve, ok := connectors[connectorKey(ri.kind, ri.sub)]; ok {
+		return serve(s, c, ri)
 	}
 	return apiMethodNotAllowed(m, c.Request().URL.Path)
 }
+
+// methodVerbs maps an HTTP method to its Kubernetes verb on one object.
+var methodVerbs = map[string]string{http.MethodGet: "get", http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}
+
+// connectors are the apiserver's handlers of subresources that are not
+// updates of their object (Kubernetes' connect and create REST of
+// pods/log, pods/exec, pods/binding...), keyed by connectorKey. What a
+// subresource is (its verbs, its discovery entry) is the kind's, in the
+// registry; these serve it. This table is static.
+var connectors = map[string]func(*Server, echo.Context, reqInfo) error{
+	"/Pod/binding":     (*Server).bind,
+	"/Pod/log":         (*Server).podLog,
+	"/Pod/exec":        (*Server).podRemoteCommand,
+	"/Pod/attach":      (*Server).podRemoteCommand,
+	"/Pod/portforward": (*Server).podPortForward,
+}
+
+// connectorKey is "<group>/<Kind>/<subresource>" ("/Pod/log").
+func connectorKey(k *registry.Kind, sub string) string { return k.Group + "/" + k.Kind + "/" + sub }
 
 // bind answers POST pods/<name>/binding with a v1.Binding: it assigns the
 // pod to binding.target.name with store.Bind (409 when the pod is already
@@ -105,7 +124,7 @@ func (s *Server) bind(c echo.Context, ri reqInfo) error {
 	return writeJSON(c, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
 }
 
-// scale answers the scale subresource of Deployments and ReplicaSets with
+// scale answers the scale subresource of a kind with one (Kind.Scale) with
 // an autoscaling/v1 Scale (spec.replicas, status.replicas, status.selector).
 // PUT and PATCH change only spec.replicas.
 func (s *Server) scale(c echo.Context, ri reqInfo) error {
@@ -115,7 +134,7 @@ func (s *Server) scale(c echo.Context, ri reqInfo) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(c, http.StatusOK, scaleOf(obj))
+		return writeJSON(c, http.StatusOK, scaleOf(ri.kind, obj))
 	}
 	var pt types.PatchType
 	var body []byte
@@ -131,7 +150,7 @@ func (s *Server) scale(c echo.Context, ri reqInfo) error {
 	main := ri
 	main.sub = ""
 	out, err := s.updateObject(ctx, main, isDryRun(c.Request().URL.Query()), func(cur store.Object) (store.Object, error) {
-		sc := scaleOf(cur)
+		sc := scaleOf(ri.kind, cur)
 		var want autoscalingv1.Scale
 		if pt != "" {
 			orig, _ := json.Marshal(sc)
@@ -155,41 +174,20 @@ func (s *Server) scale(c echo.Context, ri reqInfo) error {
 			return nil, apierrors.NewInvalid(schema.GroupKind{Group: "autoscaling", Kind: "Scale"}, ri.name, field.ErrorList{
 				field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
 		}
-		replicas := want.Spec.Replicas
-		switch o := cur.(type) {
-		case *appsv1.Deployment:
-			o.Spec.Replicas = &replicas
-		case *appsv1.ReplicaSet:
-			o.Spec.Replicas = &replicas
-		}
+		ri.kind.Scale.Set(cur, want.Spec.Replicas)
 		cur.SetResourceVersion(want.ResourceVersion)
 		return cur, nil
 	})
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, scaleOf(out))
+	return writeJSON(c, http.StatusOK, scaleOf(ri.kind, out))
 }
 
-func scaleOf(obj store.Object) autoscalingv1.Scale {
+func scaleOf(k *registry.Kind, obj store.Object) autoscalingv1.Scale {
 	sc := autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
 			ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp()}}
-	var sel *metav1.LabelSelector
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		if o.Spec.Replicas != nil {
-			sc.Spec.Replicas = *o.Spec.Replicas
-		}
-		sc.Status.Replicas, sel = o.Status.Replicas, o.Spec.Selector
-	case *appsv1.ReplicaSet:
-		if o.Spec.Replicas != nil {
-			sc.Spec.Replicas = *o.Spec.Replicas
-		}
-		sc.Status.Replicas, sel = o.Status.Replicas, o.Spec.Selector
-	}
-	if s, err := metav1.LabelSelectorAsSelector(sel); err == nil && sel != nil {
-		sc.Status.Selector = s.String()
-	}
+	sc.Spec.Replicas, sc.Status.Replicas, sc.Status.Selector = k.Scale.Get(obj)
 	return sc
 }

@@ -109,7 +109,7 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 	send := func(t watch.EventType, obj store.Object) error {
 		var out any = obj
 		if tableWanted {
-			tb := s.table(ri.res, []store.Object{obj}, obj.GetResourceVersion(), tableVersion, includeObject)
+			tb := s.table(ri.kind, []store.Object{obj}, obj.GetResourceVersion(), tableVersion, includeObject)
 			if !firstTable {
 				tb.ColumnDefinitions = nil
 			}

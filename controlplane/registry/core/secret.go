@@ -1,4 +1,4 @@
-package apiserver
+package core
 
 import (
 	"encoding/json"
@@ -6,19 +6,48 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// The Secret strategy: what Kubernetes does to a Secret on every write,
-// in its v1 conversion (pkg/apis/core/v1/conversion.go), its registry
-// (pkg/registry/core/secret/strategy.go) and its validation
-// (pkg/apis/core/validation: ValidateSecret, ValidateSecretUpdate).
+// Secret is the secrets kind: what Kubernetes does to a Secret on every
+// write, in its v1 conversion (pkg/apis/core/v1/conversion.go), its
+// registry (pkg/registry/core/secret/strategy.go) and its validation
+// (pkg/apis/core/validation: ValidateSecret, ValidateSecretUpdate): type
+// Opaque by default and kept when an update does not send it,
+// stringData merged into data, selectable by type.
+func Secret() registry.Kind {
+	return registry.Kind{
+		Resource: store.Secrets,
+		Default: func(obj store.Object) {
+			if o := obj.(*corev1.Secret); o.Type == "" {
+				o.Type = corev1.SecretTypeOpaque
+			}
+		},
+		PrepareForCreate: func(obj store.Object) { mergeStringData(obj.(*corev1.Secret)) },
+		PrepareForUpdate: func(obj, old store.Object) {
+			s := obj.(*corev1.Secret)
+			mergeStringData(s)
+			if s.Type == "" {
+				s.Type = old.(*corev1.Secret).Type
+			}
+		},
+		Validate: func(obj store.Object) field.ErrorList { return validateSecret(obj.(*corev1.Secret)) },
+		ValidateUpdate: func(obj, old store.Object) field.ErrorList {
+			return validateSecretUpdate(obj.(*corev1.Secret), old.(*corev1.Secret))
+		},
+		Fields: func(obj store.Object) fields.Set { return fields.Set{"type": string(obj.(*corev1.Secret).Type)} },
+	}
+}
 
 // mergeStringData folds s.StringData into s.Data and clears it, as
 // Kubernetes' Convert_v1_Secret_To_core_Secret: a stringData key wins over
 // the same key in data. stringData is write-only, so it is never stored
-// nor returned. prepareForCreate and prepareForUpdate call it, which puts
+// nor returned. PrepareForCreate and PrepareForUpdate call it, which puts
 // it on every write path (POST, PUT, each PATCH type, dryRun) before
 // validation.
 func mergeStringData(s *corev1.Secret) {

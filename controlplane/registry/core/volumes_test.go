@@ -1,7 +1,6 @@
-package apiserver
+package core
 
 import (
-	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -73,7 +72,7 @@ func TestValidateVolumes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := &corev1.PodSpec{Volumes: tc.vols, Containers: []corev1.Container{{Name: "c", Image: "i", VolumeMounts: tc.mounts, SecurityContext: tc.sc}}}
 			var got []string
-			for _, e := range validatePodSpec(sp, field.NewPath("spec")) {
+			for _, e := range ValidatePodSpec(sp, field.NewPath("spec")) {
 				got = append(got, string(e.Type)+":"+e.Field)
 			}
 			sort.Strings(got)
@@ -86,23 +85,13 @@ func TestValidateVolumes(t *testing.T) {
 	}
 }
 
-// At the API, a bad volume is a 422 naming the field.
-func TestVolumeValidationAtTheAPI(t *testing.T) {
-	e := newEnv(t)
-	body := `{"metadata":{"name":"v"},"spec":{"volumes":[{"name":"x","configMap":{"name":"a","items":[{"key":"k","path":"../etc/passwd"}]}}],"containers":[{"name":"c","image":"i","volumeMounts":[{"name":"x","mountPath":"/x"}]}]}}`
-	code, out := e.do(http.MethodPost, "/api/v1/namespaces/default/pods", "application/json", body)
-	if code != http.StatusUnprocessableEntity || !strings.Contains(string(out), "spec.volumes[0].configMap.items[0].path") {
-		t.Errorf("POST = %d %s", code, out)
-	}
-}
-
 // An image with leading or trailing whitespace is refused, as
 // Kubernetes' validateContainerCommon (a node could not parse it).
 func TestValidateImageWhitespace(t *testing.T) {
 	for image, want := range map[string]string{"app:v1": "", " app:v1": "FieldValueInvalid:spec.containers[0].image", "app:v1\n": "FieldValueInvalid:spec.containers[0].image", "": "FieldValueRequired:spec.containers[0].image"} {
 		sp := &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}}
 		var got []string
-		for _, e := range validatePodSpec(sp, field.NewPath("spec")) {
+		for _, e := range ValidatePodSpec(sp, field.NewPath("spec")) {
 			got = append(got, string(e.Type)+":"+e.Field)
 		}
 		if strings.Join(got, ",") != want {

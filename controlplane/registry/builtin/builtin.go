@@ -1,0 +1,36 @@
+// Package builtin assembles the kinds orca serves from its store
+// resources: the core, apps, coordination, node and discovery groups, in
+// discovery order. Kinds added at run time (CustomResourceDefinitions)
+// are added to the registry New returns.
+package builtin
+
+import (
+	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/apps"
+	"github.com/orca-edge/orca/controlplane/registry/coordination"
+	"github.com/orca-edge/orca/controlplane/registry/core"
+	"github.com/orca-edge/orca/controlplane/registry/discovery"
+	"github.com/orca-edge/orca/controlplane/registry/node"
+)
+
+// Kinds returns every built-in kind, in discovery order. A new group's
+// Kinds() is appended here.
+func Kinds() []registry.Kind {
+	var out []registry.Kind
+	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds()} {
+		out = append(out, group...)
+	}
+	return out
+}
+
+// New returns a new registry of the built-in kinds. Each call returns its
+// own registry (main passes one to the apiserver and the controllers). It
+// panics if two built-in kinds collide, a programming error the tests
+// catch.
+func New() *registry.Registry {
+	r, err := registry.New(Kinds()...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}

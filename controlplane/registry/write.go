@@ -1,0 +1,83 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// maxGenerateNameAttempts bounds the names tried for one generateName
+// create: a generated name already taken is drawn again up to 8 times.
+const maxGenerateNameAttempts = 8
+
+// Kind returns the kind stored as res, or a 404 NotFound naming it.
+func (r *Registry) Kind(res store.Resource) (*Kind, error) {
+	k, ok := r.ForResource(res)
+	if !ok {
+		return nil, apierrors.NewNotFound(res.GroupResource(), "")
+	}
+	return k, nil
+}
+
+// Create stores obj, a new object of the kind stored as res, after
+// BeforeCreate, as a create through the API does (less admission: the
+// namespace's existence is not checked). A generated name already taken
+// is drawn again (up to 8 names). It returns the stored object; errors
+// are the store's (409 AlreadyExists) or BeforeCreate's (422 Invalid).
+func (r *Registry) Create(ctx context.Context, st *store.Store, res store.Resource, obj store.Object) (store.Object, error) {
+	k, err := r.Kind(res)
+	if err != nil {
+		return nil, err
+	}
+	generate := obj.GetName() == "" && obj.GetGenerateName() != ""
+	for attempt := 1; ; attempt++ {
+		if generate {
+			obj.SetName("")
+		}
+		if err := BeforeCreate(k, obj); err != nil {
+			return nil, err
+		}
+		out, err := st.Create(ctx, res, obj)
+		if generate && apierrors.IsAlreadyExists(err) && attempt < maxGenerateNameAttempts {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+		return out, nil
+	}
+}
+
+// GuaranteedUpdate is store.GuaranteedUpdate of the main resource with
+// BeforeUpdate applied to what mutate returns, as an update through the
+// API: system metadata kept, generation bumped on a spec change,
+// defaults, validation (422). For a kind with a status subresource the
+// stored status stays: write it with GuaranteedUpdateStatus.
+func (r *Registry) GuaranteedUpdate(ctx context.Context, st *store.Store, res store.Resource, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
+	return r.guaranteedUpdate(ctx, st, res, "", namespace, name, precond, mutate)
+}
+
+// GuaranteedUpdateStatus is GuaranteedUpdate of the status subresource:
+// only status and metadata (less ownerReferences) change, as a PUT of
+// <plural>/status.
+func (r *Registry) GuaranteedUpdateStatus(ctx context.Context, st *store.Store, res store.Resource, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
+	return r.guaranteedUpdate(ctx, st, res, "status", namespace, name, precond, mutate)
+}
+
+func (r *Registry) guaranteedUpdate(ctx context.Context, st *store.Store, res store.Resource, sub, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
+	k, err := r.Kind(res)
+	if err != nil {
+		return nil, err
+	}
+	return st.GuaranteedUpdate(ctx, res, namespace, name, precond, func(cur store.Object) (store.Object, error) {
+		old := cur.DeepCopyObject().(store.Object)
+		obj, err := mutate(cur)
+		if err != nil {
+			return nil, err
+		}
+		return BeforeUpdate(k, sub, obj, old)
+	})
+}
