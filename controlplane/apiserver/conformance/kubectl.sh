@@ -75,7 +75,7 @@ is() {
 # eventually NAME SECONDS WANT ARGS...: runs kubectl ARGS every 0.25 s
 # until it prints exactly WANT, for at most SECONDS.
 eventually() {
-	local name=$1 want=$3 end=$((SECONDS + $2))
+	local name=$1 secs=$2 want=$3 end=$((SECONDS + $2))
 	shift 3
 	while :; do
 		k "$@"
@@ -86,7 +86,7 @@ eventually() {
 		[ "$SECONDS" -lt "$end" ] || break
 		sleep 0.25
 	done
-	notok "$name" "want \"$want\" within $2 s"
+	notok "$name" "want \"$want\" within $secs s"
 	return 1
 }
 # count LINES: the number of non-empty lines of $out.
