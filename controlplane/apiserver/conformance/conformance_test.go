@@ -301,7 +301,7 @@ func runScript(c *cluster, v kubectlVersion) result {
 	if r.err = writeKubeconfig(kubeconfig, c.url, namespace); r.err != nil {
 		return r
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "kubectl.sh")
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+kubeconfig, "KUBECTL="+v.path,

@@ -20,14 +20,15 @@
 # The cluster must serve the RuntimeClass "wasm" and the WASM modules
 # hello-wasm:v1 and hello-wasm:v2 (examples/hello-wasm, `orca wasm push`).
 #
-# Each wait is bounded (kubectl's own waits by `timeout`), so a broken
-# cluster fails cases instead of hanging the script.
+# Each wait is bounded by T seconds (default 180; kubectl's own waits by
+# `timeout`), so a broken cluster fails cases instead of hanging the script.
 set -u
 cd "$(dirname "$0")"
 K=${KUBECTL:-kubectl}
 NS=${NAMESPACE:?NAMESPACE is required}
 NODE=${NODE:?NODE is required}
 TAINT_VALUE=${TAINT_VALUE:?TAINT_VALUE is required}
+T=${T:-180}
 TD=testdata
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -126,15 +127,18 @@ k get secret conf-dir -o jsonpath='{.data.password}'
 is "a secret's stringData is stored as data" "$(printf s3cret | base64)"
 k apply -f "$TD/app.yaml"
 expect "apply a multi-document file" "^deployment.apps/web created$" "^service/web created$"
+# Applied now, so their pods are Available when the cascade cases come.
+k apply -f "$TD/cascade.yaml"
+expect "apply three deployments" "^deployment.apps/casc-background created$" "^deployment.apps/casc-orphan created$"
 k apply -f "$TD/app.yaml"
 expect "apply a multi-document file again" "^deployment.apps/web unchanged$" "^service/web unchanged$"
 
 # --- rollout status, wait -----------------------------------------------
-kt 90 rollout status deployment/web
+kt "$T" rollout status deployment/web
 expect "rollout status" 'successfully rolled out'
-kt 60 wait --for=condition=Available deployment/web
+kt "$T" wait --for=condition=Available deployment/web
 expect "wait --for=condition=Available" "^deployment.apps/web condition met$"
-kt 60 wait --for=condition=Ready pod -l app=web
+kt "$T" wait --for=condition=Ready pod -l app=web
 expect "wait --for=condition=Ready pods" "^pod/web-.* condition met$"
 [ "$(count)" = 2 ] && ok "wait reports each pod" || notok "wait reports each pod" "want 2 lines"
 
@@ -222,7 +226,7 @@ expect "remove an annotation" "^deployment.apps/web annotated?$"
 # --- scale, rollout -------------------------------------------------------
 k scale deployment web --replicas=3
 expect "scale" "^deployment.apps/web scaled$"
-kt 90 rollout status deployment/web
+kt "$T" rollout status deployment/web
 expect "rollout status after scale" 'successfully rolled out'
 k get deployment web -o jsonpath='{.spec.replicas} {.status.replicas} {.status.readyReplicas} {.status.updatedReplicas}'
 is "scaled deployment's status" "3 3 3 3"
@@ -230,7 +234,7 @@ k rollout history deployment/web
 expect "rollout history" '^REVISION +CHANGE-CAUSE$' '^1 ' '^2 '
 k set image deployment/web web=hello-wasm:v2
 expect "set image" "^deployment.apps/web image updated$"
-kt 90 rollout status deployment/web
+kt "$T" rollout status deployment/web
 expect "rollout status of a new image" 'successfully rolled out'
 k get pods -l app=web -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}'
 is "every pod runs the new image" "$(printf 'hello-wasm:v2\nhello-wasm:v2\nhello-wasm:v2')"
@@ -238,7 +242,7 @@ k rollout history deployment/web --revision=3
 expect "rollout history --revision" 'hello-wasm:v2'
 k rollout undo deployment/web
 expect "rollout undo" "^deployment.apps/web rolled back$"
-kt 90 rollout status deployment/web
+kt "$T" rollout status deployment/web
 expect "rollout status after undo" 'successfully rolled out'
 k get deployment web -o jsonpath='{.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\.kubernetes\.io/revision}'
 is "undo restored the previous template as revision 4" "hello-wasm:v1 4"
@@ -246,9 +250,9 @@ k rollout restart deployment/web
 expect "rollout restart" "^deployment.apps/web restarted$"
 k get deployment web -o jsonpath='{.spec.template.metadata.annotations.kubectl\.kubernetes\.io/restartedAt}'
 expect "rollout restart sets restartedAt" '^[0-9]{4}-[0-9]{2}-[0-9]{2}T'
-kt 90 rollout status deployment/web
+kt "$T" rollout status deployment/web
 expect "rollout status after restart" 'successfully rolled out'
-eventually "old pods are gone after the restart" 60 3 get pods -l app=web -o go-template='{{len .items}}'
+eventually "old pods are gone after the restart" "$T" 3 get pods -l app=web -o go-template='{{len .items}}'
 k rollout pause deployment/web
 expect "rollout pause" "^deployment.apps/web paused$"
 k rollout resume deployment/web
@@ -276,33 +280,31 @@ is "an uncordoned node is schedulable" ""
 sed -e "s/@NODE@/$NODE/" -e "s/@TAINT_VALUE@/$TAINT_VALUE/" "$TD/drain.yaml.in" >"$tmp/drain.yaml"
 k apply -f "$tmp/drain.yaml"
 expect "apply the drain deployment" "^deployment.apps/drainme created$"
-kt 90 rollout status deployment/drainme
+kt "$T" rollout status deployment/drainme
 expect "rollout status of the drain deployment" 'successfully rolled out'
 k get pods -l app=drainme -o jsonpath='{.items[*].spec.nodeName}'
 is "the drain pod runs on the drained node" "$NODE"
-kt 90 drain "$NODE"
+kt "$T" drain "$NODE"
 expect "drain" "^node/$NODE cordoned$" "^pod/drainme-.* (evicted|deleted)$" "^node/$NODE drained$"
 k get pods --field-selector "spec.nodeName=$NODE" -o name
 is "drain leaves no pod on the node" ""
-eventually "the drained pod's replacement waits (Pending)" 30 Pending get pods -l app=drainme -o jsonpath='{.items[*].status.phase}'
+eventually "the drained pod's replacement waits (Pending)" "$T" Pending get pods -l app=drainme -o jsonpath='{.items[*].status.phase}'
 k uncordon "$NODE"
 expect "uncordon the drained node" "^node/$NODE uncordoned$"
-kt 90 rollout status deployment/drainme
+kt "$T" rollout status deployment/drainme
 expect "the replacement runs once uncordoned" 'successfully rolled out'
 
 # --- delete with each cascade ---------------------------------------------
-k apply -f "$TD/cascade.yaml"
-expect "apply the cascade deployments" "^deployment.apps/casc-orphan created$"
-kt 60 wait --for=condition=Available deployment -l group=cascade
+kt "$T" wait --for=condition=Available deployment -l group=cascade
 expect "wait for several deployments" "^deployment.apps/casc-background condition met$" "^deployment.apps/casc-foreground condition met$" "^deployment.apps/casc-orphan condition met$"
-kt 60 delete deployment casc-background --cascade=background
+kt "$T" delete deployment casc-background --cascade=background
 expect "delete --cascade=background" '^deployment.apps "casc-background" deleted'
-eventually "background deletion removes the replicaset and pods" 60 "" get replicasets,pods -l app=casc-background -o name
-kt 60 delete deployment casc-foreground --cascade=foreground
+eventually "background deletion removes the replicaset and pods" "$T" "" get replicasets,pods -l app=casc-background -o name
+kt "$T" delete deployment casc-foreground --cascade=foreground
 expect "delete --cascade=foreground" '^deployment.apps "casc-foreground" deleted'
 k get replicasets,pods -l app=casc-foreground -o name
 is "foreground deletion removed the dependents first" ""
-kt 60 delete deployment casc-orphan --cascade=orphan
+kt "$T" delete deployment casc-orphan --cascade=orphan
 expect "delete --cascade=orphan" '^deployment.apps "casc-orphan" deleted'
 k get replicasets -l app=casc-orphan -o jsonpath='{range .items[*]}{.metadata.name} owners={.metadata.ownerReferences}{end}'
 expect "orphan deletion keeps the replicaset, without its owner" '^casc-orphan-[a-z0-9]+ owners=$'
@@ -310,10 +312,10 @@ k get pods -l app=casc-orphan -o jsonpath='{.items[*].status.phase}'
 is "orphan deletion keeps the pods running" "Running"
 k delete replicasets -l app=casc-orphan
 expect "delete the orphaned replicaset" 'deleted'
-eventually "its pods go with it" 60 "" get pods -l app=casc-orphan -o name
+eventually "its pods go with it" "$T" "" get pods -l app=casc-orphan -o name
 
 # --- the end --------------------------------------------------------------
-kt 120 delete namespace "$NS"
+kt "$T" delete namespace "$NS"
 expect "delete namespace waits for its contents" "^namespace \"$NS\" deleted"
 k get namespace "$NS"
 refused "the namespace is gone" 'NotFound|not found'
