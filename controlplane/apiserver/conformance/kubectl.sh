@@ -132,6 +132,13 @@ k apply -f "$TD/cascade.yaml"
 expect "apply three deployments" "^deployment.apps/casc-background created$" "^deployment.apps/casc-orphan created$"
 k apply -f "$TD/app.yaml"
 expect "apply a multi-document file again" "^deployment.apps/web unchanged$" "^service/web unchanged$"
+sed 's/replicas: 2/replicas: 4/' "$TD/app.yaml" >"$tmp/app4.yaml"
+k diff -f "$tmp/app4.yaml" # exits 1 when it finds differences
+refused "diff shows what apply would change" '^-  replicas: 2$' '^\+  replicas: 4$'
+k apply --dry-run=server -f "$tmp/app4.yaml"
+expect "apply --dry-run=server" "^deployment.apps/web configured \(server dry run\)$"
+k get deployment web -o jsonpath='{.spec.replicas}'
+is "a server dry run writes nothing" "2"
 
 # --- rollout status, wait -----------------------------------------------
 kt "$T" rollout status deployment/web
@@ -230,6 +237,8 @@ kt "$T" rollout status deployment/web
 expect "rollout status after scale" 'successfully rolled out'
 k get deployment web -o jsonpath='{.spec.replicas} {.status.replicas} {.status.readyReplicas} {.status.updatedReplicas}'
 is "scaled deployment's status" "3 3 3 3"
+k describe deployment web
+expect "describe" '^Name: +web$' '^Replicas: +3 desired \| 3 updated \| 3 total \| 3 available \| 0 unavailable$' 'ScalingReplicaSet +[0-9a-z]+ +deployment-controller +Scaled up replica set web-[a-z0-9]+ (from 2 )?to 3'
 k rollout history deployment/web
 expect "rollout history" '^REVISION +CHANGE-CAUSE$' '^1 ' '^2 '
 k set image deployment/web web=hello-wasm:v2
