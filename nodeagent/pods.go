@@ -57,7 +57,7 @@ func (m *podManager) handler() store.Handler {
 
 // notify wakes the worker of ns/name, starting one when there is none (a
 // worker whose pod does not exist ends at once). It runs in informer
-// handlers, which hold the informer's lock: it must not read the informer.
+// handlers (outside the informer's lock) and from done.
 func (m *podManager) notify(ns, name string) {
 	key := ns + "/" + name
 	m.mu.Lock()

@@ -488,9 +488,10 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 		})
 	}
 	for i := 0; i < 5; i++ {
-		ev := <-w.Events()
-		if !ours[ev.Object.GetResourceVersion()] {
-			t.Fatalf("unexpected write at %s: %+v", ev.Object.GetResourceVersion(), ev.Object.(*corev1.Pod).Status)
+		ev := <-w.ResultChan()
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok || !ours[p.ResourceVersion] {
+			t.Fatalf("unexpected %s event: %+v", ev.Type, ev.Object)
 		}
 	}
 }

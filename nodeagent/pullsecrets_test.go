@@ -32,7 +32,7 @@ func waitingReasons(t *testing.T, e *env, name string) func() []string {
 	var mu sync.Mutex
 	var seen []string
 	go func() {
-		for ev := range w.Events() {
+		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok || p.Name != name {
 				continue

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -83,23 +82,20 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 		}
 		from = latest
 	}
-	w, werr := s.st.Watch(ctx, ri.res, ri.namespace, from)
-	if werr != nil && !apierrors.IsResourceExpired(werr) && !apierrors.IsGone(werr) {
-		return werr
+	// A resourceVersion the store no longer keeps events after is not an
+	// error here: the watch's only event is an ERROR with a 410 Status,
+	// sent after the 200 as Kubernetes does.
+	w, err := s.st.Watch(ctx, ri.res, ri.namespace, from)
+	if err != nil {
+		return err
 	}
+	defer w.Stop()
 	resp := c.Response()
 	resp.Header().Set(echo.HeaderContentType, "application/json")
 	resp.Header().Set("Cache-Control", "no-cache, private")
 	resp.WriteHeader(http.StatusOK)
 	resp.Flush()
 	enc := json.NewEncoder(resp)
-	if werr != nil {
-		st := statusOf(werr)
-		_ = enc.Encode(watchEvent{Type: watch.Error, Object: st})
-		resp.Flush()
-		return nil
-	}
-	defer w.Stop()
 	tableWanted, tableVersion := wantsTable(c)
 	includeObject := c.QueryParam("includeObject")
 	bookmarks := opts.AllowWatchBookmarks
@@ -123,22 +119,33 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 		return nil
 	}
 	for {
-		var ev store.Event
+		var ev watch.Event
 		var ok bool
 		select {
-		case ev, ok = <-w.Events():
+		case ev, ok = <-w.ResultChan():
 		case <-ctx.Done():
 			return nil
 		}
 		if !ok {
 			return nil // the store ended the watch; the client resumes
 		}
-		if ev.Type == watch.Bookmark {
+		switch ev.Type {
+		case watch.Error:
+			var out any = ev.Object
+			if st, ok := ev.Object.(*metav1.Status); ok {
+				out = statusOf(&apierrors.StatusError{ErrStatus: *st}) // with kind and apiVersion, as clients decode it
+			}
+			_ = enc.Encode(watchEvent{Type: watch.Error, Object: out})
+			resp.Flush()
+			return nil
+		case watch.Bookmark:
 			if !bookmarks {
 				continue
 			}
-			bm := ri.res.New()
-			bm.SetResourceVersion(strconv.FormatUint(ev.Revision, 10))
+			var bm store.Object = ri.res.New()
+			if o, ok := ev.Object.(store.Object); ok {
+				bm.SetResourceVersion(o.GetResourceVersion())
+			}
 			if initialEnd {
 				bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 			}
@@ -149,7 +156,11 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 			resp.Flush()
 			continue
 		}
-		t, obj := ev.Type, ev.Object
+		obj, ok := ev.Object.(store.Object)
+		if !ok {
+			continue
+		}
+		t := ev.Type
 		if !sel.empty() {
 			key := store.KeyOf(obj)
 			m := sel.matches(obj)

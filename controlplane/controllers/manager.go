@@ -1,13 +1,9 @@
 // Package controllers wires orca's controllers (one package each under this
 // directory) to one set of shared informers, as kube-controller-manager
 // does: Manager.Run starts an informer per resource, waits for them to
-// sync, then runs every controller until its context ends.
-//
-// Handler lock order: informer handlers run under their informer's lock,
-// and some read other informers. The reads go one way only — pods ->
-// replicasets -> deployments, pods -> services — and the handlers of
-// deployments, services, endpoints, nodes, leases and namespaces read no
-// informer, so no two handlers wait on each other.
+// sync, then runs every controller until its context ends. Informer
+// handlers run outside the informers' locks (store.Handler), so a handler
+// may read any informer.
 package controllers
 
 import (
@@ -74,7 +70,7 @@ func New(cfg Config) (*Manager, error) {
 	s := cfg.Store
 	inf := func(r store.Resource) *store.Informer { return store.NewInformer(s, r) }
 	var (
-		pods        = inf(store.Pods)
+		pods        = store.NewInformer(s, store.Pods, store.WithIndexers(store.PodIndexers()))
 		rss         = inf(store.ReplicaSets)
 		deployments = inf(store.Deployments)
 		services    = inf(store.Services)

@@ -70,9 +70,9 @@ func TestNodePodsProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := <-w.Events()
+	ev := <-w.ResultChan()
 	w.Stop()
-	if ev.Object == nil || ev.Object.GetName() != "web" || ev.Object.GetResourceVersion() != updated.ResourceVersion {
+	if o, ok := ev.Object.(store.Object); !ok || o.GetName() != "web" || o.GetResourceVersion() != updated.ResourceVersion {
 		t.Fatalf("filtered watch got %+v", ev)
 	}
 

@@ -8,8 +8,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// addHandlers wires the informers to the queue. Handlers run with the
-// informer's lock held: they only touch s.mu and the queue.
+// addHandlers wires the informers to the queue. Handlers run outside the
+// informers' locks, one goroutine per handler (store.Handler).
 func (s *Scheduler) addHandlers() {
 	s.pods.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) {

@@ -137,7 +137,7 @@ func New(cfg Config) (*Scheduler, error) {
 		name:           cfg.Name,
 		retry:          cfg.RetryInterval,
 		log:            cfg.Logger.With("component", "scheduler", "scheduler", cfg.Name),
-		pods:           store.NewInformer(cfg.Store, store.Pods),
+		pods:           store.NewInformer(cfg.Store, store.Pods, store.WithIndexers(store.PodIndexers())),
 		nodes:          store.NewInformer(cfg.Store, store.Nodes),
 		runtimeClasses: store.NewInformer(cfg.Store, store.RuntimeClasses),
 		unschedulable:  map[string]string{},

@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Config is the store's configuration. The zero value is usable.
@@ -499,20 +500,36 @@ func (s *Store) WaitRevision(ctx context.Context, r Resource, rev uint64) error 
 }
 
 // Watch streams changes of r in namespace ("" = all) after resourceVersion
-// fromRV. With fromRV 0 it first sends every current object as ADDED. It
-// returns 410 Gone (apierrors.IsResourceExpired) when events after fromRV
-// are no longer kept, and "Too large resource version" (see WaitRevision)
-// when fromRV is still ahead of the store after a short wait. The watch ends when ctx ends or, for a consumer too
-// slow to keep up, by closing the channel; resume from the last seen
-// resourceVersion.
-func (s *Store) Watch(ctx context.Context, r Resource, namespace string, fromRV uint64) (*Watcher, error) {
+// fromRV, as a Kubernetes watch.Interface: ADDED, MODIFIED and DELETED
+// events carry the object (shared with the store's watch cache: DeepCopy
+// before modifying; a DELETED object has the deletion's resourceVersion).
+// With fromRV 0 it first sends every current object as ADDED, then one
+// BOOKMARK whose object is an empty object of the kind with the snapshot's
+// resourceVersion and the "k8s.io/initial-events-end" annotation.
+//
+// When events after fromRV are no longer kept (more than
+// Config.WatchCacheEvents writes or Config.WatchCacheBytes since, or the
+// cache restarted after a NATS reconnect), the watch's only event is an
+// ERROR whose object is a *metav1.Status 410 Expired
+// (apierrors.IsResourceExpired(apierrors.FromObject(ev.Object))), as the
+// Kubernetes apiserver's watch cache answers; the caller relists. A fromRV
+// still ahead of the store after TooLargeResourceVersionWait fails with
+// "Too large resource version" (see WaitRevision) as an error.
+//
+// The watch ends, closing ResultChan, when ctx ends, Stop is called, the
+// consumer falls too far behind (more than 8192 undelivered events or
+// Config.WatchCacheBytes of them), or the store's NATS watcher stops;
+// resume from the last resourceVersion seen.
+func (s *Store) Watch(ctx context.Context, r Resource, namespace string, fromRV uint64) (watch.Interface, error) {
 	return s.WatchFiltered(ctx, r, "", namespace, fromRV)
 }
 
 // WatchFiltered is Watch over only the keys matching the NATS subject
 // filter (for example "node-1.>" on NodePods); the filter is applied by the
-// NATS server.
-func (s *Store) WatchFiltered(ctx context.Context, r Resource, filter, namespace string, fromRV uint64) (*Watcher, error) {
+// NATS server. Revisions are still the bucket's, but a projection's
+// objects keep their source's resourceVersion: only the BOOKMARK carries
+// a revision of the bucket.
+func (s *Store) WatchFiltered(ctx context.Context, r Resource, filter, namespace string, fromRV uint64) (watch.Interface, error) {
 	if filter != "" {
 		if err := checkKey("watch "+r.Plural, filter); err != nil {
 			return nil, err

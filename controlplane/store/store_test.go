@@ -136,21 +136,22 @@ func TestWatchOrderResumeAndGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() store.Event {
+	next := func() watch.Event {
 		t.Helper()
 		select {
-		case ev := <-w.Events():
+		case ev := <-w.ResultChan():
 			return ev
 		case <-time.After(5 * time.Second):
 			t.Fatal("no event")
 		}
-		return store.Event{}
+		return watch.Event{}
 	}
-	if ev := next(); ev.Type != watch.Added || ev.Object.GetName() != "a" {
+	if ev := next(); ev.Type != watch.Added || obj(ev).GetName() != "a" {
 		t.Fatalf("initial: %v", ev)
 	}
-	if ev := next(); ev.Type != watch.Bookmark {
-		t.Fatalf("want bookmark after initial events, got %v", ev.Type)
+	if ev := next(); ev.Type != watch.Bookmark || obj(ev).GetResourceVersion() != first.GetResourceVersion() ||
+		obj(ev).GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+		t.Fatalf("want bookmark at %s with the initial-events-end annotation after initial events, got %v %v", first.GetResourceVersion(), ev.Type, ev.Object)
 	}
 	p := first.(*corev1.Pod).DeepCopy()
 	p.Labels["x"] = "y"
@@ -164,19 +165,19 @@ func TestWatchOrderResumeAndGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	mod, del := next(), next()
-	if mod.Type != watch.Modified || del.Type != watch.Deleted || del.Object.GetLabels()["x"] != "y" {
+	if mod.Type != watch.Modified || del.Type != watch.Deleted || obj(del).GetLabels()["x"] != "y" {
 		t.Fatalf("want MODIFIED then DELETED with last state, got %v %v", mod.Type, del.Type)
 	}
-	if del.Object.GetResourceVersion() != fmt.Sprint(del.Revision) {
-		t.Fatalf("deleted object resourceVersion %s, event revision %d", del.Object.GetResourceVersion(), del.Revision)
+	if mustRV(t, obj(del)) <= mustRV(t, obj(mod)) {
+		t.Fatalf("deleted object resourceVersion %s, not after the MODIFIED's %s", obj(del).GetResourceVersion(), obj(mod).GetResourceVersion())
 	}
 	// Resume from the MODIFIED event: only the DELETED comes again.
-	w2, err := s.Watch(ctx, store.Pods, "default", mod.Revision)
+	w2, err := s.Watch(ctx, store.Pods, "default", mustRV(t, obj(mod)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case ev := <-w2.Events():
+	case ev := <-w2.ResultChan():
 		if ev.Type != watch.Deleted {
 			t.Fatalf("resumed watch: want DELETED, got %v", ev.Type)
 		}
@@ -190,12 +191,45 @@ func TestWatchOrderResumeAndGone(t *testing.T) {
 		}
 	}
 	storetest.Eventually(t, 5*time.Second, func() error {
-		_, err := s.Watch(ctx, store.Pods, "", mustRV(t, first))
-		if !apierrors.IsResourceExpired(err) {
+		if err := watchStartErr(t, s, store.Pods, mustRV(t, first)); !apierrors.IsResourceExpired(err) {
 			return fmt.Errorf("want 410 Gone, got %v", err)
 		}
 		return nil
 	})
+}
+
+// obj returns the object of a watch event.
+func obj(ev watch.Event) store.Object { return ev.Object.(store.Object) }
+
+// watchStartErr starts a watch of r from rev and returns its error: the
+// one returned, or the Status of an ERROR first event. nil when the watch
+// runs (it is stopped then).
+func watchStartErr(t *testing.T, s *store.Store, r store.Resource, rev uint64) error {
+	t.Helper()
+	w, err := s.Watch(context.Background(), r, "", rev)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			return fmt.Errorf("watch from %d closed at once", rev)
+		}
+		if ev.Type != watch.Error {
+			return nil
+		}
+		st, ok := ev.Object.(*metav1.Status)
+		if !ok {
+			t.Fatalf("ERROR event carries %T, want *metav1.Status", ev.Object)
+		}
+		if _, more := <-w.ResultChan(); more {
+			t.Fatal("events after an ERROR event")
+		}
+		return &apierrors.StatusError{ErrStatus: *st}
+	default:
+		return nil // no event ready: the watch runs (an ERROR event is ready at once)
+	}
 }
 
 func mustRV(t *testing.T, o store.Object) uint64 {
@@ -286,11 +320,11 @@ func TestFilteredWatchSeesOnlyItsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := <-w.Events()
-	if ev.Object.GetName() != "p" || ev.Object.GetResourceVersion() != "42" {
-		t.Fatalf("want projected p at its source resourceVersion 42, got %s@%s", ev.Object.GetName(), ev.Object.GetResourceVersion())
+	ev := <-w.ResultChan()
+	if obj(ev).GetName() != "p" || obj(ev).GetResourceVersion() != "42" {
+		t.Fatalf("want projected p at its source resourceVersion 42, got %s@%s", obj(ev).GetName(), obj(ev).GetResourceVersion())
 	}
-	if ev := <-w.Events(); ev.Type != watch.Bookmark {
+	if ev := <-w.ResultChan(); ev.Type != watch.Bookmark {
 		t.Fatalf("want only node-1's pod, then bookmark; got %v %v", ev.Type, ev.Object)
 	}
 }
@@ -333,7 +367,7 @@ func TestWatchFromAheadSkipsEarlierEvents(t *testing.T) {
 	}
 	from := mustRV(t, first) + 2
 	type result struct {
-		w   *store.Watcher
+		w   watch.Interface
 		err error
 	}
 	started := make(chan result, 1)
@@ -351,9 +385,9 @@ func TestWatchFromAheadSkipsEarlierEvents(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	select {
-	case ev := <-r.w.Events():
-		if ev.Revision != from+1 || ev.Object.GetName() != "p3" {
-			t.Fatalf("first event after %d: %s at %d, want p3 at %d", from, ev.Object.GetName(), ev.Revision, from+1)
+	case ev := <-r.w.ResultChan():
+		if mustRV(t, obj(ev)) != from+1 || obj(ev).GetName() != "p3" {
+			t.Fatalf("first event after %d: %s at %s, want p3 at %d", from, obj(ev).GetName(), obj(ev).GetResourceVersion(), from+1)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event")
@@ -407,7 +441,7 @@ func TestWatchCacheKeepsItsByteBudget(t *testing.T) {
 		revs = append(revs, mustRV(t, o))
 	}
 	storetest.Eventually(t, 5*time.Second, func() error {
-		if _, err := s.Watch(ctx, store.ConfigMaps, "", revs[0]); !apierrors.IsResourceExpired(err) {
+		if err := watchStartErr(t, s, store.ConfigMaps, revs[0]); !apierrors.IsResourceExpired(err) {
 			return fmt.Errorf("watch from the first of 5 x 4 KiB writes with a 10 KiB budget: %v, want 410", err)
 		}
 		return nil
@@ -457,7 +491,7 @@ func TestWatchSeesEveryRevision(t *testing.T) {
 	modified := 0
 	for modified < updates {
 		select {
-		case ev := <-w.Events():
+		case ev := <-w.ResultChan():
 			if ev.Type == watch.Modified {
 				if want := fmt.Sprint(modified); ev.Object.(*corev1.ConfigMap).Data["i"] != want {
 					t.Fatalf("MODIFIED event %d has i=%s: a revision was skipped", modified, ev.Object.(*corev1.ConfigMap).Data["i"])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// Event is one change seen by a Watcher.
-type Event struct {
+// event is one change in a watch cache's history or a watcher's queue; a
+// watcher delivers it as a watch.Event.
+type event struct {
 	// Type is watch.Added, watch.Modified, watch.Deleted, or watch.Bookmark
-	// (sent once, after the initial ADDED events of a watch from 0; Object
+	// (queued once, after the initial ADDED events of a watch from 0; Object
 	// is nil then).
 	Type watch.EventType
 	// Object is the object after the change; for Deleted, its last state
@@ -47,7 +49,7 @@ const maxPending = 8192
 
 // watchCache mirrors one bucket (optionally a subject filter of it) in
 // memory from a single NATS KV watcher, and fans its changes out to any
-// number of Watchers. It keeps the last `capacity` events so that watches
+// number of watchers. It keeps the last `capacity` events so that watches
 // can resume from a recent resourceVersion.
 type watchCache struct {
 	r        Resource
@@ -65,10 +67,10 @@ type watchCache struct {
 	objs     map[string]Object
 	rev      uint64 // last revision applied
 	minRev   uint64 // watches resuming from >= minRev can be served
-	events   []Event
+	events   []event
 	bytes    int            // encoded size of events
 	sizes    map[string]int // key -> encoded size of the cached object
-	watchers map[*Watcher]struct{}
+	watchers map[*watcher]struct{}
 	changed  chan struct{} // closed and replaced whenever rev moves
 }
 
@@ -76,7 +78,7 @@ func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity, b
 	return &watchCache{
 		r: r, kv: kv, filter: filter, capacity: capacity, budget: budget,
 		ready: make(chan struct{}), done: make(chan struct{}),
-		objs: map[string]Object{}, sizes: map[string]int{}, watchers: map[*Watcher]struct{}{}, changed: make(chan struct{}),
+		objs: map[string]Object{}, sizes: map[string]int{}, watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 	}
 }
 
@@ -113,7 +115,7 @@ func (c *watchCache) run(kw jetstream.KeyWatcher, floor uint64) {
 		for w := range c.watchers {
 			w.close()
 		}
-		c.watchers = map[*Watcher]struct{}{}
+		c.watchers = map[*watcher]struct{}{}
 		c.mu.Unlock()
 		close(c.done)
 	}()
@@ -141,7 +143,7 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key, rev := e.Key(), e.Revision()
-	var ev Event
+	var ev event
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
 		obj, err := Decode(c.r, e.Value(), rev)
@@ -149,7 +151,7 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 			slog.Error("watch cache: skipping undecodable value", "bucket", c.r.Bucket(), "key", key, "revision", rev, "err", err)
 			break
 		}
-		ev = Event{Type: watch.Modified, Object: obj, Revision: rev, size: len(e.Value()), key: key}
+		ev = event{Type: watch.Modified, Object: obj, Revision: rev, size: len(e.Value()), key: key}
 		if prev, ok := c.objs[key]; ok {
 			ev.prev, ev.prevSize = prev, c.sizes[key]
 		} else {
@@ -169,7 +171,7 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 		if !c.r.Projection {
 			gone.SetResourceVersion(fmt.Sprint(rev))
 		}
-		ev = Event{Type: watch.Deleted, Object: gone, Revision: rev, size: size, key: key, prev: old, prevSize: size}
+		ev = event{Type: watch.Deleted, Object: gone, Revision: rev, size: size, key: key, prev: old, prevSize: size}
 		if c.filter == "" && e.Operation() == jetstream.KeyValueDelete {
 			c.purgeLater(key, rev)
 		}
@@ -188,7 +190,7 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 		}
 		if drop > 0 {
 			c.minRev = c.events[drop-1].Revision
-			c.events = append([]Event(nil), c.events[drop:]...)
+			c.events = append([]event(nil), c.events[drop:]...)
 		}
 		for w := range c.watchers {
 			w.send(ev)
@@ -396,22 +398,25 @@ func (c *watchCache) listAt(namespace string, rev uint64, start string, limit in
 	return p, nil
 }
 
-func (c *watchCache) watch(ctx context.Context, namespace string, fromRV uint64) (*Watcher, error) {
+// watch starts a watcher of namespace ("" = all) after fromRV (0: the
+// current objects as ADDED, then a bookmark). A fromRV older than the kept
+// history is a watch whose only event is a 410 Expired Error.
+func (c *watchCache) watch(ctx context.Context, namespace string, fromRV uint64) (watch.Interface, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped() {
 		return nil, errors.New("store: watch cache stopped")
 	}
-	w := &Watcher{namespace: namespace, from: fromRV, ch: make(chan Event), wake: make(chan struct{}, 1), done: make(chan struct{}), cache: c}
+	w := &watcher{namespace: namespace, from: fromRV, r: c.r, ch: make(chan watch.Event), wake: make(chan struct{}, 1), done: make(chan struct{}), cache: c}
 	switch {
 	case fromRV == 0:
 		for _, o := range c.snapshotLocked(namespace) {
-			w.pending = append(w.pending, Event{Type: watch.Added, Object: o, Revision: c.rev})
+			w.pending = append(w.pending, event{Type: watch.Added, Object: o, Revision: c.rev})
 		}
-		w.pending = append(w.pending, Event{Type: watch.Bookmark, Revision: c.rev})
+		w.pending = append(w.pending, event{Type: watch.Bookmark, Revision: c.rev})
 		w.limit = len(w.pending) + maxPending
 	case fromRV < c.minRev:
-		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", fromRV, c.minRev))
+		return errorWatch(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", fromRV, c.minRev))), nil
 	default:
 		i := sort.Search(len(c.events), func(i int) bool { return c.events[i].Revision > fromRV })
 		for _, ev := range c.events[i:] {
@@ -426,40 +431,58 @@ func (c *watchCache) watch(ctx context.Context, namespace string, fromRV uint64)
 	return w, nil
 }
 
-func (c *watchCache) remove(w *Watcher) {
+func (c *watchCache) remove(w *watcher) {
 	c.mu.Lock()
 	delete(c.watchers, w)
 	c.mu.Unlock()
 }
 
-// Watcher delivers a watch's events in revision order on Events().
-type Watcher struct {
+// errorWatch returns a watch whose only event is an Error carrying err's
+// Status, as the Kubernetes apiserver's cacher answers a watch it cannot
+// start (k8s.io/apiserver/pkg/storage/cacher's errWatcher).
+func errorWatch(err *apierrors.StatusError) watch.Interface {
+	ch := make(chan watch.Event, 1)
+	st := err.Status()
+	st.Kind, st.APIVersion = "Status", "v1"
+	ch <- watch.Event{Type: watch.Error, Object: &st}
+	close(ch)
+	return watch.NewProxyWatcher(ch)
+}
+
+// watcher is one watch on a watch cache: a watch.Interface delivering the
+// cache's events in revision order.
+type watcher struct {
 	namespace string
 	from      uint64 // events at or before this revision are not sent
+	r         Resource
 	cache     *watchCache
-	ch        chan Event
+	ch        chan watch.Event
 	wake      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 
 	mu           sync.Mutex // guards pending, pendingBytes and limit
-	pending      []Event
+	pending      []event
 	pendingBytes int // encoded size of live events in pending
 	limit        int
 }
 
-// Events returns the event channel. It is closed when the watch ends (the
-// context ended, Stop was called, the consumer fell too far behind, or the
-// store's NATS watcher stopped).
-func (w *Watcher) Events() <-chan Event { return w.ch }
+var _ watch.Interface = (*watcher)(nil)
 
-// Stop ends the watch.
-func (w *Watcher) Stop() { w.close() }
+// ResultChan returns the event channel. It is closed when the watch ends
+// (the context ended, Stop was called, the consumer fell too far behind,
+// or the store's NATS watcher stopped).
+func (w *watcher) ResultChan() <-chan watch.Event { return w.ch }
 
-func (w *Watcher) close() { w.closeOnce.Do(func() { close(w.done) }) }
+// Stop ends the watch: the result channel is closed soon after (an event
+// already being handed over may still be received). Safe to call more
+// than once and from any goroutine.
+func (w *watcher) Stop() { w.close() }
+
+func (w *watcher) close() { w.closeOnce.Do(func() { close(w.done) }) }
 
 // send queues ev; cache.mu is held.
-func (w *Watcher) send(ev Event) {
+func (w *watcher) send(ev event) {
 	if (w.namespace != "" && ev.Object.GetNamespace() != w.namespace) || ev.Revision <= w.from {
 		return
 	}
@@ -478,7 +501,19 @@ func (w *Watcher) send(ev Event) {
 	}
 }
 
-func (w *Watcher) pump(ctx context.Context) {
+// bookmark returns the object of a BOOKMARK event at rev: an empty object
+// of the watched kind with only its resourceVersion and the
+// "k8s.io/initial-events-end" annotation (the store sends a bookmark only
+// to end a watch's initial events), as the Kubernetes apiserver sends.
+func (w *watcher) bookmark(rev uint64) Object {
+	bm := w.r.New()
+	bm.SetResourceVersion(strconv.FormatUint(rev, 10))
+	bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	bm.GetObjectKind().SetGroupVersionKind(w.r.GroupVersion().WithKind(w.r.Kind))
+	return bm
+}
+
+func (w *watcher) pump(ctx context.Context) {
 	defer close(w.ch)
 	defer w.cache.remove(w)
 	for {
@@ -489,8 +524,12 @@ func (w *Watcher) pump(ctx context.Context) {
 		w.limit = maxPending
 		w.mu.Unlock()
 		for _, ev := range batch {
+			out := watch.Event{Type: ev.Type, Object: ev.Object}
+			if ev.Type == watch.Bookmark {
+				out.Object = w.bookmark(ev.Revision)
+			}
 			select {
-			case w.ch <- ev:
+			case w.ch <- out:
 			case <-w.done:
 				return
 			case <-ctx.Done():

@@ -37,8 +37,7 @@ type Controller struct {
 }
 
 // New returns a controller over the Deployments, ReplicaSets and Pods
-// informers and registers its handlers; call Run after they synced. Lock
-// order of the handlers: pods -> replicasets -> deployments.
+// informers and registers its handlers; call Run after they synced.
 func New(s *store.Store, ds, rss, pods *store.Informer) *Controller {
 	c := &Controller{s: s, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), rec: events.New(s, "deployment-controller", "")}
 	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))

@@ -30,8 +30,7 @@ type Controller struct {
 }
 
 // New returns a controller over the Services, Pods and Endpoints informers
-// and registers its handlers; call Run after they synced. The Pods
-// handler reads the Services informer (lock order pods -> services).
+// and registers its handlers; call Run after they synced.
 func New(s *store.Store, services, pods, endpoints *store.Informer) *Controller {
 	c := &Controller{s: s, services: services, pods: pods, endpoints: endpoints, queue: ctrlutil.NewQueue(Name)}
 	services.AddHandler(ctrlutil.EnqueueHandler(c.queue))

@@ -56,12 +56,16 @@ type nodeHealth struct {
 }
 
 // New returns a controller over the Nodes, Leases and Pods informers (the
-// Leases informer may hold every namespace; only kube-node-lease is read).
-// grace <= 0 means DefaultGracePeriod. Nodes are checked every 5 s, or
-// every grace/8 when that is shorter.
+// Leases informer may hold every namespace; only kube-node-lease is read);
+// it adds store.PodIndexers to the Pods informer. grace <= 0 means
+// DefaultGracePeriod. Nodes are checked every 5 s, or every grace/8 when
+// that is shorter.
 func New(s *store.Store, nodes, leases, pods *store.Informer, grace time.Duration) *Controller {
 	if grace <= 0 {
 		grace = DefaultGracePeriod
+	}
+	if err := pods.AddIndexers(store.PodIndexers()); err != nil {
+		panic("nodelifecycle: " + err.Error()) // wiring error: another function under the index name
 	}
 	c := &Controller{
 		s: s, nodes: nodes, leases: leases, pods: pods, grace: grace,

@@ -53,10 +53,14 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // False, as the NodeLifecycleController's MarkPodsNotReady: their agent can
 // no longer vouch for them. The agent sets them Ready again when it is back.
 func (c *Controller) markPodsNotReady(ctx context.Context, node string) error {
+	onNode, err := c.pods.ByIndex(store.NodeNameIndex, node)
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, o := range c.pods.List("", nil) {
+	for _, o := range onNode {
 		pod := o.(*corev1.Pod)
-		if pod.Spec.NodeName != node || !ctrlutil.IsPodReady(pod) {
+		if !ctrlutil.IsPodReady(pod) {
 			continue
 		}
 		_, err := c.s.GuaranteedUpdate(ctx, store.Pods, pod.Namespace, pod.Name, nil, func(obj store.Object) (store.Object, error) {

@@ -37,12 +37,16 @@ type Controller struct {
 	missing map[string]time.Time // node name -> first seen missing
 }
 
-// New returns the controller over the Pods and Nodes informers. It scans
-// every 20 s, or quarantine/4 when that is shorter. quarantine <= 0 means
+// New returns the controller over the Pods and Nodes informers; it adds
+// store.PodIndexers to the Pods informer. It scans every 20 s, or
+// quarantine/4 when that is shorter. quarantine <= 0 means
 // DefaultQuarantine.
 func New(s *store.Store, pods, nodes *store.Informer, quarantine time.Duration) *Controller {
 	if quarantine <= 0 {
 		quarantine = DefaultQuarantine
+	}
+	if err := pods.AddIndexers(store.PodIndexers()); err != nil {
+		panic("podgc: " + err.Error()) // wiring error: another function under the index name
 	}
 	return &Controller{s: s, pods: pods, nodes: nodes, quarantine: quarantine,
 		period: min(20*time.Second, max(quarantine/4, 10*time.Millisecond)), missing: map[string]time.Time{}}
@@ -67,11 +71,16 @@ func (c *Controller) Run(ctx context.Context, _ int) {
 // gcOrphaned deletes the pods of nodes missing for the quarantine period.
 func (c *Controller) gcOrphaned(ctx context.Context) error {
 	byNode := map[string][]*corev1.Pod{}
-	for _, o := range c.pods.List("", nil) {
-		if p := o.(*corev1.Pod); p.Spec.NodeName != "" {
-			if _, ok := c.nodes.Get("", p.Spec.NodeName); !ok {
-				byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
-			}
+	for _, n := range c.pods.ListIndexFuncValues(store.NodeNameIndex) {
+		if _, ok := c.nodes.Get("", n); ok {
+			continue
+		}
+		onNode, err := c.pods.ByIndex(store.NodeNameIndex, n)
+		if err != nil {
+			return err
+		}
+		for _, o := range onNode {
+			byNode[n] = append(byNode[n], o.(*corev1.Pod))
 		}
 	}
 	now := time.Now()

@@ -38,7 +38,6 @@ type Controller struct {
 
 // New returns a controller over the ReplicaSets and Pods informers and
 // registers its event handlers; call Run after the informers have synced.
-// The Pods handler reads the ReplicaSets informer (lock order pods -> rs).
 func New(s *store.Store, rss, pods *store.Informer) *Controller {
 	c := &Controller{s: s, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newExpectations(), rec: events.New(s, "replicaset-controller", "")}
 	rss.AddHandler(store.Handler{
