@@ -70,7 +70,7 @@ func New(cfg Config) (*Manager, error) {
 	s := cfg.Store
 	inf := func(r store.Resource) *store.Informer { return store.NewInformer(s, r) }
 	var (
-		pods        = store.NewInformer(s, store.Pods, store.WithIndexers(store.PodIndexers()))
+		pods        = inf(store.Pods)
 		rss         = inf(store.ReplicaSets)
 		deployments = inf(store.Deployments)
 		services    = inf(store.Services)
