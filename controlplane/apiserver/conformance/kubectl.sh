@@ -43,7 +43,7 @@ ok() { passed=$((passed + 1)); echo "ok   $1"; }
 notok() {
 	failed=$((failed + 1))
 	echo "FAIL $1: $2"
-	printf '%s\n' "$out" | head -25 | sed 's/^/     | /'
+	printf '%s\n' "$out" | head -60 | sed 's/^/     | /'
 }
 # expect NAME REGEX...: the last kubectl succeeded and its output matches
 # each extended REGEX.
@@ -88,6 +88,23 @@ eventually() {
 		sleep 0.25
 	done
 	notok "$name" "want \"$want\" within $secs s"
+	return 1
+}
+# eventually_match NAME SECONDS REGEX ARGS...: as eventually, until the
+# output matches REGEX.
+eventually_match() {
+	local name=$1 secs=$2 re=$3 end=$((SECONDS + $2))
+	shift 3
+	while :; do
+		k "$@"
+		if [ "$rc" -eq 0 ] && grep -Eq -- "$re" <<<"$out"; then
+			ok "$name"
+			return 0
+		fi
+		[ "$SECONDS" -lt "$end" ] || break
+		sleep 0.25
+	done
+	notok "$name" "no match of /$re/ within $secs s"
 	return 1
 }
 # count LINES: the number of non-empty lines of $out.
@@ -238,7 +255,9 @@ expect "rollout status after scale" 'successfully rolled out'
 k get deployment web -o jsonpath='{.spec.replicas} {.status.replicas} {.status.readyReplicas} {.status.updatedReplicas}'
 is "scaled deployment's status" "3 3 3 3"
 k describe deployment web
-expect "describe" '^Name: +web$' '^Replicas: +3 desired \| 3 updated \| 3 total \| 3 available \| 0 unavailable$' 'ScalingReplicaSet +[0-9a-z]+ +deployment-controller +Scaled up replica set web-[a-z0-9]+ (from 2 )?to 3'
+expect "describe" '^Name: +web$' '^Replicas: +3 desired \| 3 updated \| 3 total \| 3 available \| 0 unavailable$' '^Events:'
+# Events are recorded asynchronously.
+eventually_match "describe shows the scaling event" "$T" 'ScalingReplicaSet +[0-9a-z]+ +deployment-controller +Scaled up replica set web-[a-z0-9]+ (from 2 )?to 3' describe deployment web
 k rollout history deployment/web
 expect "rollout history" '^REVISION +CHANGE-CAUSE$' '^1 ' '^2 '
 k set image deployment/web web=hello-wasm:v2
