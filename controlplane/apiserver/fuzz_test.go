@@ -33,7 +33,8 @@ func fuzzServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Server{cfg: Config{MaxBodyBytes: 3 << 20}, pb: pb, reg: builtin.New()}
+	reg := builtin.New()
+	return &Server{cfg: Config{MaxBodyBytes: 3 << 20}, pb: pb, reg: reg, fields: newFieldManagers(reg)}
 }
 
 // want4xx fails unless err is nil or a Status with a 4xx code.

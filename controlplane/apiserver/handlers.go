@@ -194,7 +194,9 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 		if generate {
 			obj.SetName("") // drawn again by BeforeCreate
 		}
-		if err := registry.BeforeCreate(k, obj); err != nil {
+		registry.PrepareCreate(k, obj)
+		obj = s.trackCreate(ctx, k, obj)
+		if err := registry.ValidateCreate(k, obj); err != nil {
 			return nil, err
 		}
 		release, err := s.allocate(ctx, obj)
@@ -277,10 +279,13 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 			}
 			return nil, apierrors.NewConflict(r.GroupResource(), ri.name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		}
+		managed := obj.GetManagedFields() // as sent or applied: PrepareUpdate's JSON round trip drops an empty list
 		obj, err = registry.PrepareUpdate(k, ri.sub, obj, cur)
 		if err != nil {
 			return nil, err
 		}
+		obj.SetManagedFields(managed)
+		obj = s.trackUpdate(ctx, k, cur, obj)
 		if err := s.allocateUpdate(ctx, obj, cur); err != nil {
 			return nil, err
 		}

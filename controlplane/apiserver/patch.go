@@ -74,8 +74,8 @@ func armJSONPatchCopyLimit() {
 // patch answers PATCH of an object or its status subresource. Supported
 // Content-Types: application/strategic-merge-patch+json (apimachinery
 // strategicpatch with the typed object), application/merge-patch+json
-// (RFC 7386) and application/json-patch+json (RFC 6902). Server-side apply
-// (application/apply-patch+yaml) is 415. A patch that sets
+// (RFC 7386), application/json-patch+json (RFC 6902) and server-side
+// apply, application/apply-patch+yaml (apply.go). A patch that sets
 // metadata.resourceVersion is conditional on it (409 when stale);
 // otherwise it is applied to the latest object and retried on conflict.
 //
@@ -106,6 +106,9 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 			return apierrors.NewBadRequest("strict decoding error: " + strings.Join(msgs, ", "))
 		}
 	}
+	if pt == types.ApplyYAMLPatchType {
+		return s.apply(c, ri, body)
+	}
 	// Strict field validation looks at the patched object, not the patch:
 	// strategic merge patches carry directives ($setElementOrder/ports,
 	// $patch, $retainKeys) that are not fields.
@@ -128,11 +131,9 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 func (s *Server) readPatch(c echo.Context) (types.PatchType, []byte, error) {
 	pt := types.PatchType(mediaType(c))
 	switch pt {
-	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType:
-	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
-		return "", nil, unsupportedMediaType("server-side apply is not supported by orca; use client-side apply (kubectl apply without --server-side)")
+	case types.StrategicMergePatchType, types.MergePatchType, types.JSONPatchType, types.ApplyYAMLPatchType:
 	default:
-		return "", nil, unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json", pt))
+		return "", nil, unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml", pt))
 	}
 	body, err := readBody(c, s.cfg.MaxBodyBytes)
 	if err != nil {

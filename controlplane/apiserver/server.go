@@ -110,6 +110,8 @@ type Server struct {
 	pb    runtime.Decoder // protobuf request bodies
 
 	reg *registry.Registry // the served kinds
+	// fields holds the kinds' field managers (managedfields.go).
+	fields *fieldManagers
 
 	openAPIMu      sync.Mutex       // guards the two below
 	openAPISvc     *openAPIServices // nil until the first OpenAPI request
@@ -175,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, reg: cfg.Registry,
+	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, reg: cfg.Registry, fields: newFieldManagers(cfg.Registry),
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
 		modulePushes: make(chan struct{}, maxModulePushes),
 		imagePushes:  make(chan struct{}, maxImagePushes)}
@@ -385,6 +387,11 @@ func (s *Server) dispatch(c echo.Context) error {
 	}
 	if err := checkPathNames(ri); err != nil {
 		return err
+	}
+	if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		if err := s.withWriter(c, ri); err != nil {
+			return err
+		}
 	}
 	if ri.sub != "" {
 		return s.subresource(c, ri)

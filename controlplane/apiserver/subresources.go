@@ -141,6 +141,9 @@ func (s *Server) scale(c echo.Context, ri reqInfo) error {
 	var err error
 	if c.Request().Method == http.MethodPatch {
 		pt, body, err = s.readPatch(c)
+		if err == nil && pt == types.ApplyYAMLPatchType {
+			return s.applyScale(c, ri, body)
+		}
 	} else {
 		body, err = s.bodyJSON(c)
 	}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -99,6 +100,16 @@ type Kind struct {
 	// AdmitDelete refuses a delete before anything is read (immortal
 	// namespaces: 403, as NamespaceLifecycle admission). Nil: allowed.
 	AdmitDelete func(namespace, name string) error
+
+	// TypeConverter is the kind's schema for server-side apply and
+	// managedFields (k8s.io/apimachinery/pkg/util/managedfields): which
+	// lists are maps keyed by what, which fields are atomic. Nil: the
+	// generated OpenAPI definition of the kind's Go type (every k8s.io/api
+	// kind), or, for a kind whose objects are unstructured (custom
+	// resources), managedfields.NewDeducedTypeConverter(), which merges
+	// every field as atomic. Build a custom resource's from its CRD
+	// version's schema with CustomResourceTypeConverter.
+	TypeConverter managedfields.TypeConverter
 }
 
 // Scale describes a kind's scale subresource, as Kubernetes' ScaleREST

@@ -48,9 +48,11 @@ func GenerateName(base string) string {
 // PrepareCreate sets what the server owns on a new object, as the
 // Kubernetes apiserver's BeforeCreate: a new uid (random UUID),
 // creationTimestamp now, generation 1, a generated name when name is
-// empty and generateName set; resourceVersion, deletion fields and
-// managedFields cleared; namespace cleared for a cluster-scoped kind.
-// Then the kind's PrepareForCreate and Default.
+// empty and generateName set; resourceVersion and deletion fields
+// cleared; namespace cleared for a cluster-scoped kind. Then the kind's
+// PrepareForCreate and Default. managedFields stay as set: the
+// apiserver's field manager maintains them (as with server-side apply
+// enabled in Kubernetes).
 func PrepareCreate(k *Kind, obj store.Object) {
 	if !k.Namespaced {
 		obj.SetNamespace("")
@@ -64,7 +66,6 @@ func PrepareCreate(k *Kind, obj store.Object) {
 	obj.SetResourceVersion("")
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetManagedFields(nil)
 	if k.PrepareForCreate != nil {
 		k.PrepareForCreate(obj)
 	}
@@ -102,14 +103,15 @@ func BeforeCreate(k *Kind, obj store.Object) error {
 
 // KeepSystemMeta copies the server-owned metadata of old into obj: uid,
 // creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds,
-// namespace, generateName when obj has none; managedFields are cleared.
+// namespace, generateName when obj has none. managedFields stay as obj
+// has them (the apiserver's field manager maintains them; a writer that
+// copied the stored object keeps them).
 func KeepSystemMeta(obj, old metav1.Object) {
 	obj.SetUID(old.GetUID())
 	obj.SetCreationTimestamp(old.GetCreationTimestamp())
 	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
 	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	obj.SetNamespace(old.GetNamespace())
-	obj.SetManagedFields(nil)
 	if obj.GetGenerateName() == "" {
 		obj.SetGenerateName(old.GetGenerateName())
 	}
