@@ -223,7 +223,8 @@ func openAPIPaths(sw *spec.Swagger, k openAPIKind) {
 		coll.Post = op("create", "post", k.model, append([]spec.Parameter{bodyParam(k.model)}, writeParams...))
 		obj.Put = op("replace", "put", k.model, append([]spec.Parameter{bodyParam(k.model)}, writeParams...))
 		patch := op("patch", "patch", k.model, append([]spec.Parameter{bodyParam(metav1.Patch{}.OpenAPIModelName())}, writeParams...))
-		patch.Consumes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
+		patch.Parameters = append(patch.Parameters, queryParam("force", "Force is going to \"force\" Apply requests: re-acquire the fields owned by other managers."))
+		patch.Consumes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"}
 		obj.Patch = patch
 		del := op("delete", "delete", metav1.Status{}.OpenAPIModelName(), append([]spec.Parameter{bodyParam(metav1.DeleteOptions{}.OpenAPIModelName())}, dryRunParam))
 		del.Parameters[0].Required = false
