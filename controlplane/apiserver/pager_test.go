@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
@@ -137,5 +138,46 @@ func TestClientsetWatch(t *testing.T) {
 	})
 	if gone.Code != 410 || !apierrors.IsResourceExpired(apierrors.FromObject(gone)) {
 		t.Fatalf("ERROR status %+v, want 410 Expired", gone)
+	}
+}
+
+// TestClientsetWatchBookmarks: with allowWatchBookmarks a client-go watch
+// of one namespace gets periodic BOOKMARKs at the current resourceVersion
+// while only another namespace changes.
+func TestClientsetWatchBookmarks(t *testing.T) {
+	e := newEnv(t, func(_ *Config, sc *store.Config) { sc.WatchBookmarkInterval = 20 * time.Millisecond })
+	cs := e.clientset()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cm, err := cs.CoreV1().ConfigMaps("other").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := store.ParseResourceVersion(cm.ResourceVersion)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			bm, ok := ev.Object.(*corev1.ConfigMap)
+			if ev.Type != watch.Bookmark || !ok {
+				t.Fatalf("%v %T on a watch of default, want only BOOKMARKs", ev.Type, ev.Object)
+			}
+			if rv, _ := store.ParseResourceVersion(bm.ResourceVersion); rv >= want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no BOOKMARK at or after %d", want)
+		}
 	}
 }

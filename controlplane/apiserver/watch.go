@@ -34,8 +34,10 @@ type watchEvent struct {
 // (client-go relists then). timeoutSeconds ends the stream normally.
 // With selectors, an object that stops matching is sent as DELETED and
 // one that starts matching as ADDED. BOOKMARK events are sent only with
-// allowWatchBookmarks=true (with the "k8s.io/initial-events-end"
-// annotation when sendInitialEvents=true). With a Table Accept header each
+// allowWatchBookmarks=true: one after the initial events (with the
+// "k8s.io/initial-events-end" annotation when sendInitialEvents=true), then
+// one at the current resourceVersion every minute
+// (store.Config.WatchBookmarkInterval). With a Table Accept header each
 // event carries a one-row meta.k8s.io Table, column definitions in the
 // first only.
 func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.ListOptions, sel selector) error {
@@ -143,10 +145,13 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 				continue
 			}
 			var bm store.Object = ri.res.New()
-			if o, ok := ev.Object.(store.Object); ok {
+			o, _ := ev.Object.(store.Object)
+			if o != nil {
 				bm.SetResourceVersion(o.GetResourceVersion())
 			}
-			if initialEnd {
+			// The store's bookmarks: the end of the initial events
+			// (annotated), then progress once a minute.
+			if initialEnd && o != nil && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 				bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 			}
 			bm.GetObjectKind().SetGroupVersionKind(ri.res.GroupVersion().WithKind(ri.res.Kind))

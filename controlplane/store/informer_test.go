@@ -420,3 +420,46 @@ func TestWaitForSyncWaitsForHandlers(t *testing.T) {
 		t.Fatalf("handler saw %d adds when WaitForSync returned, want 20", n)
 	}
 }
+
+// TestWatchProgressBookmarks: a watch of one namespace gets periodic
+// BOOKMARKs (without the initial-events-end annotation) at the bucket's
+// revision while only other namespaces change, so that it can resume from
+// there instead of from its last event.
+func TestWatchProgressBookmarks(t *testing.T) {
+	s := storetest.NewStore(t, smallWatchCache, func(c *store.Config) { c.WatchBookmarkInterval = 20 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := s.Watch(ctx, store.Pods, "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if ev := recv(t, w.ResultChan(), "initial bookmark"); ev.Type != watch.Bookmark || obj(ev).GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+		t.Fatalf("first event %v %v, want the initial-events-end bookmark", ev.Type, ev.Object)
+	}
+	var last uint64
+	for i := range 12 {
+		o, err := s.Create(ctx, store.Pods, pod("b", fmt.Sprint("p", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = mustRV(t, o)
+	}
+	for {
+		ev := recv(t, w.ResultChan(), fmt.Sprintf("a bookmark at %d", last))
+		if ev.Type != watch.Bookmark {
+			t.Fatalf("%v event on a watch of namespace a", ev.Type)
+		}
+		if len(obj(ev).GetAnnotations()) != 0 {
+			t.Fatalf("progress bookmark with annotations %v", obj(ev).GetAnnotations())
+		}
+		if rv := mustRV(t, obj(ev)); rv >= last {
+			// Resuming from it works although 12 writes > the 8 events kept
+			// have happened since the watch's last real event.
+			if err := watchStartErr(t, s, store.Pods, rv); err != nil {
+				t.Fatalf("resume from the bookmark's %d: %v", rv, err)
+			}
+			return
+		}
+	}
+}

@@ -44,6 +44,13 @@ type Config struct {
 	// objects they replaced, per bucket, so large objects cannot make the
 	// history take much memory. Default 16 MiB.
 	WatchCacheBytes int
+	// WatchBookmarkInterval is how often every running watch gets a
+	// BOOKMARK event at the bucket's current revision, so that a watcher
+	// of a namespace (or a filter) that sees few events can still resume
+	// from a recent resourceVersion instead of relisting on 410, as the
+	// Kubernetes apiserver's watch cache sends bookmarks about once a
+	// minute. Default 1 minute.
+	WatchBookmarkInterval time.Duration
 }
 
 // Store is the typed store. It is safe for concurrent use.
@@ -72,6 +79,9 @@ func New(nc *nats.Conn, cfg Config) (*Store, error) {
 	}
 	if cfg.WatchCacheBytes <= 0 {
 		cfg.WatchCacheBytes = 16 << 20
+	}
+	if cfg.WatchBookmarkInterval <= 0 {
+		cfg.WatchBookmarkInterval = time.Minute
 	}
 	s := &Store{nc: nc, js: js, cfg: cfg, kvs: map[string]jetstream.KeyValue{}, caches: map[string]*watchCache{}}
 	// After a reconnect the NATS server may have restarted and lost the
@@ -503,9 +513,12 @@ func (s *Store) WaitRevision(ctx context.Context, r Resource, rev uint64) error 
 // fromRV, as a Kubernetes watch.Interface: ADDED, MODIFIED and DELETED
 // events carry the object (shared with the store's watch cache: DeepCopy
 // before modifying; a DELETED object has the deletion's resourceVersion).
-// With fromRV 0 it first sends every current object as ADDED, then one
+// With fromRV 0 it first sends every current object as ADDED, then a
 // BOOKMARK whose object is an empty object of the kind with the snapshot's
-// resourceVersion and the "k8s.io/initial-events-end" annotation.
+// resourceVersion and the "k8s.io/initial-events-end" annotation. Every
+// Config.WatchBookmarkInterval (1 minute) a BOOKMARK without that
+// annotation carries the bucket's current revision: every event up to it
+// has been sent.
 //
 // When events after fromRV are no longer kept (more than
 // Config.WatchCacheEvents writes or Config.WatchCacheBytes since, or the
@@ -562,7 +575,7 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 	if c, ok := s.caches[id]; ok && !c.stopped() {
 		return c, nil
 	}
-	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents, s.cfg.WatchCacheBytes)
+	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents, s.cfg.WatchCacheBytes, s.cfg.WatchBookmarkInterval)
 	if err := c.start(); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,8 @@ type event struct {
 	// Revision is the bucket revision to resume a watch from after this
 	// event. For the initial ADDED events it is the snapshot's revision.
 	Revision uint64
+	// progress marks a periodic bookmark (not the end of initial events).
+	progress bool
 
 	size int // encoded bytes, for the cache's memory budget
 
@@ -57,6 +59,7 @@ type watchCache struct {
 	filter   string
 	capacity int // events kept at most
 	budget   int // encoded bytes of kept events at most
+	bookmark time.Duration
 
 	ready  chan struct{} // closed once the initial snapshot is loaded
 	done   chan struct{} // closed when the NATS watcher ended
@@ -74,9 +77,9 @@ type watchCache struct {
 	changed  chan struct{} // closed and replaced whenever rev moves
 }
 
-func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity, budget int) *watchCache {
+func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity, budget int, bookmark time.Duration) *watchCache {
 	return &watchCache{
-		r: r, kv: kv, filter: filter, capacity: capacity, budget: budget,
+		r: r, kv: kv, filter: filter, capacity: capacity, budget: budget, bookmark: bookmark,
 		ready: make(chan struct{}), done: make(chan struct{}),
 		objs: map[string]Object{}, sizes: map[string]int{}, watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 	}
@@ -105,7 +108,29 @@ func (c *watchCache) start() error {
 		return fmt.Errorf("store: watch bucket %s: %w", c.r.Bucket(), err)
 	}
 	go c.run(kw, floor)
+	go c.bookmarks()
 	return nil
+}
+
+// bookmarks queues a progress BOOKMARK at the current revision to every
+// watcher each c.bookmark, until the cache stops.
+func (c *watchCache) bookmarks() {
+	t := time.NewTicker(c.bookmark)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.done:
+			return
+		case <-t.C:
+			c.mu.Lock()
+			for w := range c.watchers {
+				w.progress(c.rev)
+			}
+			c.mu.Unlock()
+		}
+	}
 }
 
 func (c *watchCache) run(kw jetstream.KeyWatcher, floor uint64) {
@@ -501,14 +526,37 @@ func (w *watcher) send(ev event) {
 	}
 }
 
+// progress queues a progress bookmark at rev, the cache's revision: every
+// event up to it is queued before it (cache.mu is held). A bookmark still
+// queued moves to rev instead.
+func (w *watcher) progress(rev uint64) {
+	if rev <= w.from {
+		return
+	}
+	w.mu.Lock()
+	if n := len(w.pending); n > 0 && w.pending[n-1].progress {
+		w.pending[n-1].Revision = rev
+		w.mu.Unlock()
+		return
+	}
+	w.pending = append(w.pending, event{Type: watch.Bookmark, Revision: rev, progress: true})
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // bookmark returns the object of a BOOKMARK event at rev: an empty object
-// of the watched kind with only its resourceVersion and the
-// "k8s.io/initial-events-end" annotation (the store sends a bookmark only
-// to end a watch's initial events), as the Kubernetes apiserver sends.
-func (w *watcher) bookmark(rev uint64) Object {
+// of the watched kind with only its resourceVersion and, ending the
+// initial events (not progress), the "k8s.io/initial-events-end"
+// annotation, as the Kubernetes apiserver sends.
+func (w *watcher) bookmark(rev uint64, progress bool) Object {
 	bm := w.r.New()
 	bm.SetResourceVersion(strconv.FormatUint(rev, 10))
-	bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	if !progress {
+		bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	}
 	bm.GetObjectKind().SetGroupVersionKind(w.r.GroupVersion().WithKind(w.r.Kind))
 	return bm
 }
@@ -526,7 +574,7 @@ func (w *watcher) pump(ctx context.Context) {
 		for _, ev := range batch {
 			out := watch.Event{Type: ev.Type, Object: ev.Object}
 			if ev.Type == watch.Bookmark {
-				out.Object = w.bookmark(ev.Revision)
+				out.Object = w.bookmark(ev.Revision, ev.progress)
 			}
 			select {
 			case w.ch <- out:
