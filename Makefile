@@ -75,6 +75,7 @@ bench:
 	$(GO) test -run '^$$' -bench WriteAtomic -benchtime 200x ./nodeagent/
 	$(GO) test -run '^$$' -bench Sandbox -benchtime 5x ./nodeagent/podnet/
 	$(GO) test -run '^$$' -bench StreamThroughput -benchtime 20x ./controlplane/nodeapi/
+	$(GO) test -run '^$$' -bench ManagedFields -benchmem ./controlplane/apiserver/
 
 vet:
 	$(GO) vet $(PKGS)

@@ -122,7 +122,7 @@ func FuzzApply(f *testing.F) {
 }
 
 // sharedDeployment is a Deployment alice applied and bob then updated.
-func sharedDeployment(f *testing.F, fm *managedfields.FieldManager) store.Object {
+func sharedDeployment(f testing.TB, fm *managedfields.FieldManager) store.Object {
 	live := &appsv1.Deployment{}
 	live.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	cfg, err := applyConfiguration([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","labels":{"app":"d"}},
