@@ -154,7 +154,7 @@ func openAPIModels(reg *registry.Registry) (map[string]*spec.Schema, error) {
 }
 
 // resetFields are the fields a write through subresource does not own
-// because the strategy resets them (prepareForUpdate), as the Kubernetes
+// because the strategy resets them (registry.PrepareUpdate), as the Kubernetes
 // strategies' GetResetFields: the main resource of a kind with a status
 // subresource keeps the stored status; the status subresource keeps spec
 // and metadata.ownerReferences; namespaces/finalize changes only
@@ -230,8 +230,9 @@ func (c objectConvertor) ConvertToVersion(in runtime.Object, target runtime.Grou
 	return out, nil
 }
 
-// noDefaults is the field manager's defaulter: createObject and
-// updateObject apply the kind's defaults to what apply merged.
+// noDefaults is the field manager's defaulter: the kind's defaults are
+// applied to what apply merged by registry.PrepareCreate and
+// PrepareUpdate, on the object's way to the store.
 type noDefaults struct{}
 
 func (noDefaults) Default(runtime.Object) {}
