@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -48,7 +49,7 @@ func TestContainerLifecycle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	services, pods, eps := store.NewInformer(e.s, store.Services), store.NewInformer(e.s, store.Pods), store.NewInformer(e.s, store.Endpoints)
-	ec := endpoints.New(e.s, services, pods, eps)
+	ec := endpoints.New(e.s, builtin.New(), services, pods, eps)
 	for _, inf := range []*store.Informer{services, pods, eps} {
 		go inf.Run(ctx)
 		if !inf.WaitForSync(ctx) {

@@ -9,8 +9,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"reflect"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -304,7 +302,7 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 	if err != nil {
 		return nil, err
 	}
-	if shouldDeleteDuringUpdate(k, out) {
+	if registry.ShouldDeleteDuringUpdate(k, out) {
 		if _, err := s.st.Delete(ctx, r, ri.namespace, ri.name, out.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) {
 			if apierrors.IsConflict(err) {
 				return out, nil // someone else wrote meanwhile; their write decides
@@ -317,20 +315,6 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 
 // errDryRun ends the GuaranteedUpdate of a dry run before its write.
 var errDryRun = errors.New("dry run")
-
-// shouldDeleteDuringUpdate mirrors the generic registry's
-// ShouldDeleteDuringUpdate: an object marked for deletion whose last
-// finalizer is gone (and the kind's own finalization: Kind.Finalizing),
-// with no grace period pending, is deleted.
-func shouldDeleteDuringUpdate(k *registry.Kind, obj store.Object) bool {
-	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
-		return false
-	}
-	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {
-		return false
-	}
-	return k.Finalizing == nil || !k.Finalizing(obj)
-}
 
 // parseDeleteOptions reads DeleteOptions from the body (JSON or YAML, may
 // be empty) and the query (gracePeriodSeconds, propagationPolicy,
@@ -396,117 +380,16 @@ func (s *Server) delete(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.deleteObject(c.Request().Context(), ri.res, ri.namespace, ri.name, opts)
+	out, err := s.reg.Delete(c.Request().Context(), s.st, ri.res, ri.namespace, ri.name, opts)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, out)
 }
 
-// deleteObject deletes namespace/name with Kubernetes' semantics
-// (k8s.io/apiserver registry/generic/registry.Store.Delete and the pod
-// strategy's CheckGracefulDelete):
-//   - preconditions (uid, resourceVersion) that do not hold are a 409;
-//   - propagationPolicy Orphan (or orphanDependents=true) adds the "orphan"
-//     finalizer, which the GC controller removes after orphaning the
-//     dependents; Foreground adds the "foregroundDeletion" finalizer (not
-//     to pods, which have no dependents), which the GC controller removes
-//     once every dependent is gone, deleting the object then; Background
-//     deletes the object at once and leaves dependents to the GC
-//     controller;
-//   - a pod bound to a node is deleted gracefully: deletionTimestamp is set
-//     to now + grace and deletionGracePeriodSeconds to grace (gracePeriodSeconds,
-//     default spec.terminationGracePeriodSeconds); the node agent finishes
-//     the deletion. An unbound or finished pod, or grace 0, goes at once;
-//   - a namespace with spec.finalizers becomes Terminating;
-//   - an object with finalizers only gets deletionTimestamp.
-func (s *Server) deleteObject(ctx context.Context, r store.Resource, namespace, name string, opts metav1.DeleteOptions) (store.Object, error) {
-	k, err := s.reg.Kind(r)
-	if err != nil {
-		return nil, err
-	}
-	for attempt := 0; ; attempt++ {
-		cur, err := s.st.Get(ctx, r, namespace, name)
-		if err != nil {
-			return nil, err
-		}
-		if p := opts.Preconditions; p != nil {
-			if p.UID != nil && *p.UID != cur.GetUID() {
-				return nil, apierrors.NewConflict(r.GroupResource(), name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
-			}
-			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return nil, apierrors.NewConflict(r.GroupResource(), name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
-			}
-		}
-		obj := cur.DeepCopyObject().(store.Object)
-		orphan := (opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan) ||
-			(opts.PropagationPolicy == nil && opts.OrphanDependents != nil && *opts.OrphanDependents)
-		if orphan && !hasString(obj.GetFinalizers(), metav1.FinalizerOrphanDependents) {
-			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerOrphanDependents))
-		}
-		foreground := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationForeground
-		if foreground && !k.NoDependents && !hasString(obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
-			obj.SetFinalizers(append(obj.GetFinalizers(), metav1.FinalizerDeleteDependents))
-		}
-		grace := int64(0)
-		if k.GracePeriod != nil {
-			grace = k.GracePeriod(obj, opts.GracePeriodSeconds)
-		}
-		finalizing := k.Finalizing != nil && k.Finalizing(obj)
-		if k.PrepareForDelete != nil {
-			k.PrepareForDelete(obj)
-		}
-		dryRun := len(opts.DryRun) > 0
-		if grace == 0 && !finalizing && len(obj.GetFinalizers()) == 0 {
-			if dryRun {
-				return cur, nil
-			}
-			out, err := s.st.Delete(ctx, r, namespace, name, cur.GetResourceVersion())
-			if apierrors.IsConflict(err) && attempt < 16 {
-				continue
-			}
-			return out, err
-		}
-		now := time.Now()
-		if old := cur.GetDeletionTimestamp(); old != nil {
-			// Already being deleted: only a shorter grace period changes it.
-			og := cur.GetDeletionGracePeriodSeconds()
-			if og != nil && grace >= *og && reflect.DeepEqual(obj.GetFinalizers(), cur.GetFinalizers()) {
-				return cur, nil
-			}
-			if og != nil && grace < *og {
-				ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
-				if ts.Before(old) {
-					obj.SetDeletionTimestamp(&ts)
-				}
-				obj.SetDeletionGracePeriodSeconds(&grace)
-			}
-		} else {
-			ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
-			obj.SetDeletionTimestamp(&ts)
-			obj.SetDeletionGracePeriodSeconds(&grace)
-		}
-		if dryRun {
-			return obj, nil
-		}
-		out, err := s.st.Update(ctx, r, obj)
-		if apierrors.IsConflict(err) && attempt < 16 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if grace == 0 && shouldDeleteDuringUpdate(k, out) {
-			// A pod whose grace was shortened to 0 and has no finalizers.
-			return s.st.Delete(ctx, r, namespace, name, out.GetResourceVersion())
-		}
-		return out, nil
-	}
-}
-
 // deleteCollection answers DELETE of a collection: every object matching
-// the selectors is deleted as by deleteObject. It returns the list of
-// objects as deleteObject returned them.
+// the selectors is deleted as by registry.Delete. It returns the list of
+// objects as Delete returned them.
 func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
 	if !ri.kind.Allows("deletecollection") {
 		// As Kubernetes: namespaces have no deletecollection verb.
@@ -530,7 +413,7 @@ func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
 		if !sel.matches(o) {
 			continue
 		}
-		d, err := s.deleteObject(ctx, ri.res, o.GetNamespace(), o.GetName(), opts)
+		d, err := s.reg.Delete(ctx, s.st, ri.res, o.GetNamespace(), o.GetName(), opts)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -540,13 +423,4 @@ func (s *Server) deleteCollection(c echo.Context, ri reqInfo) error {
 		out = append(out, d)
 	}
 	return writeJSON(c, http.StatusOK, listOf(ri.res, out, fmt.Sprint(rev)))
-}
-
-func hasString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,7 +45,14 @@ func setup(t *testing.T) (*store.Store, context.Context) {
 
 func create[T store.Object](t *testing.T, s *store.Store, r store.Resource, obj T) T {
 	t.Helper()
-	ctrlutil.PrepareCreate(obj)
+	// The server's metadata and defaults, not its validation: the tests
+	// store minimal objects (a service without ports) as a client of the
+	// store could.
+	k, err := builtin.New().Kind(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry.PrepareCreate(k, obj)
 	out, err := s.Create(context.Background(), r, obj)
 	if err != nil {
 		t.Fatalf("create %s %s: %v", r.Kind, obj.GetName(), err)

@@ -23,6 +23,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/controllers/podgc"
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
+	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -30,6 +32,11 @@ import (
 type Config struct {
 	// Store is the object store. Required.
 	Store *store.Store
+	// Registry holds the kinds: the controllers create, update and delete
+	// through it (the same rules as the API), and the namespace and GC
+	// controllers cover every kind it holds, kinds added at run time
+	// included. Default: builtin.New(). Pass the apiserver's.
+	Registry *registry.Registry
 	// NodeMonitorGracePeriod is how long a node may go without renewing
 	// its Lease before its Ready condition becomes Unknown. Default 40 s.
 	// It is also how long a Node object must be missing before the pods
@@ -67,6 +74,10 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
+	if cfg.Registry == nil {
+		cfg.Registry = builtin.New()
+	}
+	reg := cfg.Registry
 	s := cfg.Store
 	inf := func(r store.Resource) *store.Informer { return store.NewInformer(s, r) }
 	var (
@@ -86,13 +97,13 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.controllers = []namedRunner{
 		{nodepods.Name, nodepods.New(s, pods).Run},
-		{replicaset.Name, wrap(replicaset.New(s, rss, pods).Run)},
-		{deployment.Name, wrap(deployment.New(s, deployments, rss, pods).Run)},
-		{endpoints.Name, wrap(endpoints.New(s, services, pods, eps).Run)},
-		{endpointslice.Name, wrap(endpointslice.New(s, eps, slices).Run)},
-		{nodelifecycle.Name, wrap(nodelifecycle.New(s, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
-		{gc.Name, wrap(gc.New(s, pods, rss, deployments, services, eps, leases, nodes, namespaces).Run)},
-		{namespace.Name, wrap(namespace.New(s, namespaces).Run)},
+		{replicaset.Name, wrap(replicaset.New(s, reg, rss, pods).Run)},
+		{deployment.Name, wrap(deployment.New(s, reg, deployments, rss, pods).Run)},
+		{endpoints.Name, wrap(endpoints.New(s, reg, services, pods, eps).Run)},
+		{endpointslice.Name, wrap(endpointslice.New(s, reg, eps, slices).Run)},
+		{nodelifecycle.Name, wrap(nodelifecycle.New(s, reg, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
+		{gc.Name, wrap(gc.New(s, reg, pods, rss, deployments, services, eps, leases, nodes, namespaces, slices).Run)},
+		{namespace.Name, wrap(namespace.New(s, reg, namespaces).Run)},
 		{podgc.Name, wrap(podgc.New(s, pods, nodes, cfg.NodeMonitorGracePeriod).Run)},
 		{eventttl.Name, wrap(eventttl.New(s, cfg.EventTTL).Run)},
 	}

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -44,35 +43,38 @@ func (r *Registry) Create(ctx context.Context, st *store.Store, res store.Resour
 		if generate && apierrors.IsAlreadyExists(err) && attempt < maxGenerateNameAttempts {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("create %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
-		}
-		return out, nil
+		return out, err
 	}
 }
 
 // GuaranteedUpdate is store.GuaranteedUpdate of the main resource with
 // BeforeUpdate applied to what mutate returns, as an update through the
 // API: system metadata kept, generation bumped on a spec change,
-// defaults, validation (422). For a kind with a status subresource the
+// defaults, validation (422); an object left marked for deletion with no
+// finalizer is then deleted (ShouldDeleteDuringUpdate), as the API does.
+// For a kind with a status subresource the
 // stored status stays: write it with GuaranteedUpdateStatus.
 func (r *Registry) GuaranteedUpdate(ctx context.Context, st *store.Store, res store.Resource, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
-	return r.guaranteedUpdate(ctx, st, res, "", namespace, name, precond, mutate)
+	return r.GuaranteedUpdateSubresource(ctx, st, res, "", namespace, name, precond, mutate)
 }
 
 // GuaranteedUpdateStatus is GuaranteedUpdate of the status subresource:
 // only status and metadata (less ownerReferences) change, as a PUT of
 // <plural>/status.
 func (r *Registry) GuaranteedUpdateStatus(ctx context.Context, st *store.Store, res store.Resource, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
-	return r.guaranteedUpdate(ctx, st, res, "status", namespace, name, precond, mutate)
+	return r.GuaranteedUpdateSubresource(ctx, st, res, "status", namespace, name, precond, mutate)
 }
 
-func (r *Registry) guaranteedUpdate(ctx context.Context, st *store.Store, res store.Resource, sub, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
+// GuaranteedUpdateSubresource is GuaranteedUpdate of subresource sub
+// ("status", "finalize"; "" is the main resource), with that
+// subresource's rules (PrepareUpdate). A subresource the kind does not
+// have is a 404.
+func (r *Registry) GuaranteedUpdateSubresource(ctx context.Context, st *store.Store, res store.Resource, sub, namespace, name string, precond *store.Preconditions, mutate store.UpdateFunc) (store.Object, error) {
 	k, err := r.Kind(res)
 	if err != nil {
 		return nil, err
 	}
-	return st.GuaranteedUpdate(ctx, res, namespace, name, precond, func(cur store.Object) (store.Object, error) {
+	out, err := st.GuaranteedUpdate(ctx, res, namespace, name, precond, func(cur store.Object) (store.Object, error) {
 		old := cur.DeepCopyObject().(store.Object)
 		obj, err := mutate(cur)
 		if err != nil {
@@ -80,4 +82,13 @@ func (r *Registry) guaranteedUpdate(ctx context.Context, st *store.Store, res st
 		}
 		return BeforeUpdate(k, sub, obj, old)
 	})
+	if err != nil {
+		return nil, err
+	}
+	if ShouldDeleteDuringUpdate(k, out) {
+		if _, err := st.Delete(ctx, res, namespace, name, out.GetResourceVersion()); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, err // a conflict: someone wrote meanwhile, their write decides
+		}
+	}
+	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent"
@@ -116,7 +117,7 @@ func newCluster(t *testing.T, nodePodCIDR ...bool) *cluster {
 		}
 	}
 	np := nodepods.New(s, pods)
-	ec := endpoints.New(s, svcs, pods, eps)
+	ec := endpoints.New(s, builtin.New(), svcs, pods, eps)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = np.Run(ctx, 1) }()

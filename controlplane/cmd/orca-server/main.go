@@ -22,6 +22,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/runtimes/imagestore"
@@ -153,6 +154,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer st.Close()
+	// One registry of kinds for the apiserver and the controllers, so a
+	// kind added at run time is served and collected alike.
+	reg := builtin.New()
 
 	g, ctx := errgroup.WithContext(ctx)
 	if o.apiserver {
@@ -164,7 +168,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
+		api, err := apiserver.New(apiserver.Config{Store: st, Registry: reg, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections})
 		if err != nil {
@@ -180,7 +184,7 @@ func run(ctx context.Context, o options) error {
 		g.Go(func() error { return sched.Run(ctx) })
 	}
 	if o.controllers {
-		cm, err := controllers.New(controllers.Config{Store: st, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL})
+		cm, err := controllers.New(controllers.Config{Store: st, Registry: reg, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL})
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,12 +21,13 @@ var errSkip = errors.New("skip")
 // owner controls, after adopting orphans whose labels match sel (adding a
 // controller ownerReference with blockOwnerDeletion) and releasing objects
 // it controls whose labels no longer match (removing its ownerReference),
-// as kube-controller-manager's ControllerRefManager.ClaimObject. An owner
+// as kube-controller-manager's ControllerRefManager.ClaimObject, each an
+// update through reg (registry.GuaranteedUpdate, as the API's). An owner
 // being deleted neither adopts nor releases. Adoption and release are
 // compare-and-swap updates retried on conflict; objects already deleted
 // are skipped. The error joins every failed adoption or release; the
 // returned slice is still usable then.
-func Claim(ctx context.Context, s *store.Store, res store.Resource, owner metav1.Object, ownerGVK schema.GroupVersionKind, sel labels.Selector, candidates []store.Object) ([]store.Object, error) {
+func Claim(ctx context.Context, reg *registry.Registry, s *store.Store, res store.Resource, owner metav1.Object, ownerGVK schema.GroupVersionKind, sel labels.Selector, candidates []store.Object) ([]store.Object, error) {
 	var claimed []store.Object
 	var errs []error
 	for _, obj := range candidates {
@@ -40,14 +42,14 @@ func Claim(ctx context.Context, s *store.Store, res store.Resource, owner metav1
 			if owner.GetDeletionTimestamp() != nil {
 				continue
 			}
-			if err := release(ctx, s, res, owner, obj, sel); err != nil {
+			if err := release(ctx, reg, s, res, owner, obj, sel); err != nil {
 				errs = append(errs, err)
 			}
 		default:
 			if !matches || owner.GetDeletionTimestamp() != nil || obj.GetDeletionTimestamp() != nil {
 				continue
 			}
-			adopted, err := adopt(ctx, s, res, owner, ownerGVK, obj, sel)
+			adopted, err := adopt(ctx, reg, s, res, owner, ownerGVK, obj, sel)
 			if err != nil {
 				errs = append(errs, err)
 			} else if adopted != nil {
@@ -58,8 +60,8 @@ func Claim(ctx context.Context, s *store.Store, res store.Resource, owner metav1
 	return claimed, errors.Join(errs...)
 }
 
-func adopt(ctx context.Context, s *store.Store, res store.Resource, owner metav1.Object, gvk schema.GroupVersionKind, obj store.Object, sel labels.Selector) (store.Object, error) {
-	out, err := s.GuaranteedUpdate(ctx, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
+func adopt(ctx context.Context, reg *registry.Registry, s *store.Store, res store.Resource, owner metav1.Object, gvk schema.GroupVersionKind, obj store.Object, sel labels.Selector) (store.Object, error) {
+	out, err := reg.GuaranteedUpdate(ctx, s, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
 		if cur.GetUID() != obj.GetUID() || metav1.GetControllerOfNoCopy(cur) != nil ||
 			cur.GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(cur.GetLabels())) {
 			return nil, errSkip
@@ -76,8 +78,8 @@ func adopt(ctx context.Context, s *store.Store, res store.Resource, owner metav1
 	return out, nil
 }
 
-func release(ctx context.Context, s *store.Store, res store.Resource, owner metav1.Object, obj store.Object, sel labels.Selector) error {
-	_, err := s.GuaranteedUpdate(ctx, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
+func release(ctx context.Context, reg *registry.Registry, s *store.Store, res store.Resource, owner metav1.Object, obj store.Object, sel labels.Selector) error {
+	_, err := reg.GuaranteedUpdate(ctx, s, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
 		if cur.GetUID() != obj.GetUID() || sel.Matches(labels.Set(cur.GetLabels())) {
 			return nil, errSkip
 		}

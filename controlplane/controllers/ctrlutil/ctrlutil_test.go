@@ -4,9 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,32 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-func TestPrepareCreate(t *testing.T) {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Repeat("x", 70), ResourceVersion: "5"}}
-	ctrlutil.PrepareCreate(p)
-	if len(p.Name) != 63 || !strings.HasPrefix(p.Name, strings.Repeat("x", 58)) {
-		t.Fatalf("name %q", p.Name)
-	}
-	if p.UID == "" || p.CreationTimestamp.IsZero() || p.Generation != 1 || p.ResourceVersion != "" {
-		t.Fatalf("metadata %+v", p.ObjectMeta)
-	}
-	if time.Since(p.CreationTimestamp.Time) > time.Minute {
-		t.Fatalf("creationTimestamp %v", p.CreationTimestamp)
-	}
-	named := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fixed", GenerateName: "gen-"}}
-	ctrlutil.PrepareCreate(named)
-	if named.Name != "fixed" {
-		t.Fatalf("name %q overwritten", named.Name)
-	}
-}
-
 func TestDeletePod(t *testing.T) {
 	s := storetest.NewStore(t)
+	reg := builtin.New()
 	ctx := context.Background()
 	mk := func(name, node string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
-		ctrlutil.PrepareCreate(p)
-		o, err := s.Create(ctx, store.Pods, p)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "app:v1"}}}}
+		o, err := reg.Create(ctx, s, store.Pods, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +31,7 @@ func TestDeletePod(t *testing.T) {
 	}
 	unbound, bound := mk("unbound", ""), mk("bound", "edge-1")
 	for _, p := range []*corev1.Pod{unbound, bound, bound} { // twice: idempotent
-		if err := ctrlutil.DeletePod(ctx, s, p); err != nil {
+		if err := ctrlutil.DeletePod(ctx, reg, s, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,29 +43,28 @@ func TestDeletePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := o.(*corev1.Pod)
-	if p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != ctrlutil.DefaultTerminationGracePeriodSeconds {
+	if p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != corev1.DefaultTerminationGracePeriodSeconds {
 		t.Fatalf("bound pod deletion %v grace %v", p.DeletionTimestamp, p.DeletionGracePeriodSeconds)
 	}
-	if err := ctrlutil.DeletePod(ctx, s, unbound); err != nil {
+	if err := ctrlutil.DeletePod(ctx, reg, s, unbound); err != nil {
 		t.Fatalf("deleting a deleted pod: %v", err)
 	}
 }
 
 func TestClaim(t *testing.T) {
 	s := storetest.NewStore(t)
+	reg := builtin.New()
 	ctx := context.Background()
-	owner := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "rs"}}
-	ctrlutil.PrepareCreate(owner)
-	other := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}}
-	ctrlutil.PrepareCreate(other)
+	owner := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "rs", UID: "rs-uid"}}
+	other := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other", UID: "other-uid"}}
 	gvk := appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
 	mk := func(name string, lbls map[string]string, ctrl *appsv1.ReplicaSet) store.Object {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: lbls}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: lbls},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "app:v1"}}}}
 		if ctrl != nil {
 			p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ctrl, gvk)}
 		}
-		ctrlutil.PrepareCreate(p)
-		o, err := s.Create(ctx, store.Pods, p)
+		o, err := reg.Create(ctx, s, store.Pods, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +78,7 @@ func TestClaim(t *testing.T) {
 		mk("theirs", match, other),
 		mk("orphan-nomatch", map[string]string{"app": "b"}, nil),
 	}
-	claimed, err := ctrlutil.Claim(ctx, s, store.Pods, owner, gvk, labels.SelectorFromSet(match), pods)
+	claimed, err := ctrlutil.Claim(ctx, reg, s, store.Pods, owner, gvk, labels.SelectorFromSet(match), pods)
 	if err != nil {
 		t.Fatal(err)
 	}

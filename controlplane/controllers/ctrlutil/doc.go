@@ -1,6 +1,5 @@
-// Package ctrlutil holds what orca's controllers share: server-side
-// metadata for objects they create directly in the store (PrepareCreate),
-// the pod deletion rule (DeletePod), pod readiness helpers ported from
+// Package ctrlutil holds what orca's controllers share: pod deletion
+// through the registry (DeletePod), pod readiness helpers ported from
 // Kubernetes' podutil, ownership claiming (adopt/release, as
 // kube-controller-manager's ControllerRefManager) and the worker loop
 // around a client-go rate-limited workqueue.

@@ -1,42 +1,9 @@
 package ctrlutil
 
 import (
-	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
-
-// maxGeneratedNameLength is the longest prefix kept from generateName, as
-// apiserver's SimpleNameGenerator (names are at most 63 characters, and 5
-// random characters are appended).
-const maxGeneratedNameLength = 63 - 5
-
-// GenerateName returns base followed by 5 random lowercase alphanumerics,
-// base truncated to 58 characters, as the apiserver's SimpleNameGenerator.
-func GenerateName(base string) string {
-	if len(base) > maxGeneratedNameLength {
-		base = base[:maxGeneratedNameLength]
-	}
-	return base + utilrand.String(5)
-}
-
-// PrepareCreate sets the metadata the apiserver sets on create, for objects
-// a controller writes straight into the store: a new uid (random UUID),
-// creationTimestamp now, generation 1, and, when name is empty and
-// generateName is set, a generated name. It clears resourceVersion and
-// deletion fields.
-func PrepareCreate(obj metav1.Object) {
-	if obj.GetName() == "" && obj.GetGenerateName() != "" {
-		obj.SetName(GenerateName(obj.GetGenerateName()))
-	}
-	obj.SetUID(types.UID(uuid.NewString()))
-	obj.SetCreationTimestamp(metav1.Now())
-	obj.SetGeneration(1)
-	obj.SetResourceVersion("")
-	obj.SetDeletionTimestamp(nil)
-	obj.SetDeletionGracePeriodSeconds(nil)
-}
 
 // HasFinalizer reports whether obj carries finalizer f.
 func HasFinalizer(obj metav1.Object, f string) bool {

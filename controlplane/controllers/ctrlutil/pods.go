@@ -5,68 +5,38 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 )
 
-// DefaultTerminationGracePeriodSeconds is used for a pod without
-// spec.terminationGracePeriodSeconds, as the apiserver's defaulting.
-const DefaultTerminationGracePeriodSeconds int64 = 30
-
-// DeletePod deletes pod with the apiserver's graceful deletion rule: a pod
-// bound to a node (spec.nodeName set) only gets deletionTimestamp (now) and
-// deletionGracePeriodSeconds (its terminationGracePeriodSeconds, default 30)
-// in a compare-and-swap update, and the node agent removes it once its
-// containers stopped; an unbound pod is removed at once (when pod carries
-// a resourceVersion, only if it is still that one; else the stored pod
-// decides). A pod that is
-// already gone, or already being deleted, is not an error.
-func DeletePod(ctx context.Context, s *store.Store, pod *corev1.Pod) error {
-	if pod.Spec.NodeName == "" {
-		// Conditional on the revision pod was read at: a pod bound since
-		// (pod came from a lagging cache) must get the graceful path below,
-		// not be removed under its node agent.
-		_, err := s.Delete(ctx, store.Pods, pod.Namespace, pod.Name, pod.ResourceVersion)
-		if err == nil || apierrors.IsNotFound(err) {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
+// DeletePod deletes pod as a DELETE through the API does
+// (registry.Delete with the pod kind's graceful rule): a pod bound to a
+// node only gets deletionTimestamp (now + grace) and
+// deletionGracePeriodSeconds (its terminationGracePeriodSeconds, default
+// 30), and its node agent removes it once its containers stopped; an
+// unbound or finished pod is removed at once. The decision is taken on
+// the stored pod, not on pod (which may come from a lagging cache), and
+// the removal is a compare-and-swap at the revision read. A pod already
+// gone, already being deleted, or replaced by a new pod of the same name
+// (another uid) is not an error.
+func DeletePod(ctx context.Context, reg *registry.Registry, s *store.Store, pod *corev1.Pod) error {
+	var opts metav1.DeleteOptions
+	if pod.UID != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &pod.UID}
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := s.Get(ctx, store.Pods, pod.Namespace, pod.Name)
-		if err != nil {
-			return err
-		}
-		cur := obj.(*corev1.Pod)
-		if pod.UID != "" && cur.UID != pod.UID {
+	_, err := reg.Delete(ctx, s, store.Pods, pod.Namespace, pod.Name, opts)
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if apierrors.IsConflict(err) && pod.UID != "" {
+		if cur, gerr := s.Get(ctx, store.Pods, pod.Namespace, pod.Name); apierrors.IsNotFound(gerr) || (gerr == nil && cur.GetUID() != pod.UID) {
 			return nil // a new pod of the same name: not ours to delete
 		}
-		if cur.DeletionTimestamp != nil {
-			return nil
-		}
-		if cur.Spec.NodeName == "" {
-			_, err := s.Delete(ctx, store.Pods, cur.Namespace, cur.Name, cur.ResourceVersion)
-			return err
-		}
-		grace := DefaultTerminationGracePeriodSeconds
-		if cur.Spec.TerminationGracePeriodSeconds != nil {
-			grace = *cur.Spec.TerminationGracePeriodSeconds
-		}
-		now := metav1.Now()
-		cur.DeletionTimestamp = &now
-		cur.DeletionGracePeriodSeconds = &grace
-		_, err = s.Update(ctx, store.Pods, cur)
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return nil
+	return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 }
 
 // IsPodActive reports whether pod counts as running or about to run: not

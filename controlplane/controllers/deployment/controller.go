@@ -10,6 +10,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/events"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ var (
 // Controller is the Deployment controller.
 type Controller struct {
 	s     *store.Store
+	reg   *registry.Registry // every write goes through the kinds' rules
 	ds    *store.Informer
 	rss   *store.Informer
 	pods  *store.Informer
@@ -38,8 +40,8 @@ type Controller struct {
 
 // New returns a controller over the Deployments, ReplicaSets and Pods
 // informers and registers its handlers; call Run after they synced.
-func New(s *store.Store, ds, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), rec: events.New(s, "deployment-controller", "")}
+func New(s *store.Store, reg *registry.Registry, ds, rss, pods *store.Informer) *Controller {
+	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), rec: events.New(s, "deployment-controller", "")}
 	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	rss.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },

@@ -79,7 +79,11 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*ap
 			break
 		}
 		r := rsReplicas(rs)
-		if r == 0 || r == rs.Status.AvailableReplicas {
+		// A status that still counts more available pods than the spec
+		// (a scale-down not yet observed) has no unhealthy replica to
+		// remove; r-available < 0 would scale up (Kubernetes'
+		// cleanupUnhealthyReplicas refuses that too).
+		if r == 0 || r <= rs.Status.AvailableReplicas {
 			continue
 		}
 		down := min(maxScaledDown-cleaned, r-rs.Status.AvailableReplicas)

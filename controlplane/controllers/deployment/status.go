@@ -105,7 +105,7 @@ func (c *Controller) syncStatus(ctx context.Context, key string, d *appsv1.Deplo
 	if apiequality.Semantic.DeepEqual(d.Status, st) {
 		return nil
 	}
-	_, err := c.s.GuaranteedUpdate(ctx, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
+	_, err := c.reg.GuaranteedUpdateStatus(ctx, c.s, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.Deployment)
 		if cur.UID != d.UID {
 			return nil, apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)

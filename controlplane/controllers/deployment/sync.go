@@ -30,7 +30,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		slog.Warn("deployment: ignoring deployment with an invalid selector", "deployment", key, "selector", d.Spec.Selector, "err", err)
 		return nil
 	}
-	claimed, err := ctrlutil.Claim(ctx, c.s, store.ReplicaSets, d, controllerKind, sel, c.rss.List(ns, nil))
+	claimed, err := ctrlutil.Claim(ctx, c.reg, c.s, store.ReplicaSets, d, controllerKind, sel, c.rss.List(ns, nil))
 	if err != nil {
 		return err
 	}
@@ -104,8 +104,7 @@ func (c *Controller) syncNewRS(ctx context.Context, d *appsv1.Deployment, rs *ap
 			changed = true
 		}
 		if cur.Spec.MinReadySeconds != d.Spec.MinReadySeconds {
-			cur.Spec.MinReadySeconds = d.Spec.MinReadySeconds
-			cur.Generation++
+			cur.Spec.MinReadySeconds = d.Spec.MinReadySeconds // generation: the registry bumps it
 			changed = true
 		}
 		return changed
@@ -176,8 +175,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 		},
 	}
 	copyAnnotations(d, rs)
-	ctrlutil.PrepareCreate(rs)
-	created, err := c.s.Create(ctx, store.ReplicaSets, rs)
+	created, err := c.reg.Create(ctx, c.s, store.ReplicaSets, rs)
 	if err == nil {
 		if n := rsReplicas(rs); n > 0 {
 			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from 0 to %d", rs.Name, n))
@@ -196,7 +194,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 		return ex, nil // created by an earlier sync the cache has not shown yet
 	}
 	// A hash collision: count it so that the next hash differs.
-	_, err = c.s.GuaranteedUpdate(ctx, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
+	_, err = c.reg.GuaranteedUpdateStatus(ctx, c.s, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.Deployment)
 		n := int32(1)
 		if cur.Status.CollisionCount != nil {
@@ -216,7 +214,7 @@ func (c *Controller) setDeploymentRevision(ctx context.Context, d *appsv1.Deploy
 	if rev == "" || d.Annotations[RevisionAnnotation] == rev {
 		return nil
 	}
-	_, err := c.s.GuaranteedUpdate(ctx, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
+	_, err := c.reg.GuaranteedUpdate(ctx, c.s, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.Deployment)
 		if cur.UID != d.UID {
 			return nil, apierrors.NewNotFound(store.Deployments.GroupResource(), d.Name)
@@ -234,7 +232,7 @@ func (c *Controller) setDeploymentRevision(ctx context.Context, d *appsv1.Deploy
 // updateRS applies mutate to the stored ReplicaSet (retrying on conflict)
 // and returns the result.
 func (c *Controller) updateRS(ctx context.Context, rs *appsv1.ReplicaSet, mutate func(*appsv1.ReplicaSet)) (*appsv1.ReplicaSet, error) {
-	out, err := c.s.GuaranteedUpdate(ctx, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
+	out, err := c.reg.GuaranteedUpdate(ctx, c.s, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.ReplicaSet)
 		if cur.UID != rs.UID {
 			return nil, apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
@@ -258,9 +256,9 @@ func (c *Controller) scaleRS(ctx context.Context, rs *appsv1.ReplicaSet, n int32
 	}
 	from := rsReplicas(rs)
 	out, err := c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
+
 		if rsReplicas(cur) != n {
-			cur.Spec.Replicas = &n
-			cur.Generation++
+			cur.Spec.Replicas = &n // generation: the registry bumps it
 		}
 		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, DesiredReplicasAnnotation, desired)
 		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, MaxReplicasAnnotation, maxR)

@@ -11,6 +11,7 @@ import (
 	"context"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +24,7 @@ const Name = "endpoints"
 // Controller is the Endpoints controller.
 type Controller struct {
 	s         *store.Store
+	reg       *registry.Registry // every write goes through the kinds' rules
 	services  *store.Informer
 	pods      *store.Informer
 	endpoints *store.Informer
@@ -31,8 +33,8 @@ type Controller struct {
 
 // New returns a controller over the Services, Pods and Endpoints informers
 // and registers its handlers; call Run after they synced.
-func New(s *store.Store, services, pods, endpoints *store.Informer) *Controller {
-	c := &Controller{s: s, services: services, pods: pods, endpoints: endpoints, queue: ctrlutil.NewQueue(Name)}
+func New(s *store.Store, reg *registry.Registry, services, pods, endpoints *store.Informer) *Controller {
+	c := &Controller{s: s, reg: reg, services: services, pods: pods, endpoints: endpoints, queue: ctrlutil.NewQueue(Name)}
 	services.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	// Endpoints changed or deleted by someone else are put back.
 	endpoints.AddHandler(store.Handler{

@@ -63,8 +63,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if cur == nil {
 		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls}, Subsets: subsets}
-		ctrlutil.PrepareCreate(ep)
-		_, err := c.s.Create(ctx, store.Endpoints, ep)
+		_, err := c.reg.Create(ctx, c.s, store.Endpoints, ep)
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create endpoints %s: exists but not yet in cache: %w", key, err)
 		}
@@ -73,10 +72,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		return nil
 	}
-	ep := cur.DeepCopy()
-	ep.Subsets = subsets
-	ep.Labels = lbls
-	if _, err := c.s.Update(ctx, store.Endpoints, ep); err != nil {
+	// At the revision the cache showed: a conflict requeues the service.
+	_, err := c.reg.GuaranteedUpdate(ctx, c.s, store.Endpoints, ns, name, &store.Preconditions{ResourceVersion: &cur.ResourceVersion}, func(obj store.Object) (store.Object, error) {
+		ep := obj.(*corev1.Endpoints)
+		ep.Subsets = subsets
+		ep.Labels = lbls
+		return ep, nil
+	})
+	if err != nil {
 		return fmt.Errorf("update endpoints %s: %w", key, err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -33,6 +34,7 @@ const ManagedBy = "endpointslice-controller.orca.dev"
 // Controller mirrors Endpoints into EndpointSlices.
 type Controller struct {
 	s         *store.Store
+	reg       *registry.Registry // every write goes through the kinds' rules
 	endpoints *store.Informer
 	slices    *store.Informer
 	queue     workqueue.TypedRateLimitingInterface[string]
@@ -40,8 +42,8 @@ type Controller struct {
 
 // New returns the controller over the Endpoints and EndpointSlices
 // informers and registers its handlers.
-func New(s *store.Store, endpoints, slices *store.Informer) *Controller {
-	c := &Controller{s: s, endpoints: endpoints, slices: slices, queue: ctrlutil.NewQueue(Name)}
+func New(s *store.Store, reg *registry.Registry, endpoints, slices *store.Informer) *Controller {
+	c := &Controller{s: s, reg: reg, endpoints: endpoints, slices: slices, queue: ctrlutil.NewQueue(Name)}
 	endpoints.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	enqueueOwner := func(o store.Object) {
 		if svc := o.GetLabels()[discoveryv1.LabelServiceName]; svc != "" && o.GetLabels()[discoveryv1.LabelManagedBy] == ManagedBy {
@@ -74,14 +76,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		delete(have, sl.Name)
 		switch {
 		case !ok:
-			ctrlutil.PrepareCreate(sl)
-			if _, err := c.s.Create(ctx, store.EndpointSlices, sl); err != nil && !apierrors.IsAlreadyExists(err) {
+			if _, err := c.reg.Create(ctx, c.s, store.EndpointSlices, sl); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("create endpointslice %s/%s: %w", ns, sl.Name, err)
 			}
 		case !sameSlice(cur, sl):
-			next := cur.DeepCopy()
-			next.Labels, next.AddressType, next.Endpoints, next.Ports = sl.Labels, sl.AddressType, sl.Endpoints, sl.Ports
-			if _, err := c.s.Update(ctx, store.EndpointSlices, next); err != nil && !apierrors.IsNotFound(err) {
+			_, err := c.reg.GuaranteedUpdate(ctx, c.s, store.EndpointSlices, ns, sl.Name, &store.Preconditions{ResourceVersion: &cur.ResourceVersion}, func(obj store.Object) (store.Object, error) {
+				next := obj.(*discoveryv1.EndpointSlice)
+				next.Labels, next.AddressType, next.Endpoints, next.Ports = sl.Labels, sl.AddressType, sl.Endpoints, sl.Ports
+				return next, nil
+			})
+			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("update endpointslice %s/%s: %w", ns, sl.Name, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -50,7 +51,7 @@ func TestMirrorsEndpoints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	eps, slices := store.NewInformer(s, store.Endpoints), store.NewInformer(s, store.EndpointSlices)
-	c := New(s, eps, slices)
+	c := New(s, builtin.New(), eps, slices)
 	go eps.Run(ctx)
 	go slices.Run(ctx)
 	eps.WaitForSync(ctx)

@@ -12,18 +12,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 )
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	if uid, ok := strings.CutPrefix(key, gonePrefix); ok {
 		for _, d := range c.dependentsOf(types.UID(uid)) {
-			c.queue.Add(d.res.Plural + keySep + store.KeyOf(d.obj))
+			c.queue.Add(resourceKey(d.res) + keySep + store.KeyOf(d.obj))
 		}
 		return nil
 	}
-	plural, objKey := splitQueueKey(key)
-	inf, ok := c.informers[plural]
+	resource, objKey := splitQueueKey(key)
+	inf, ok := c.informer(resource)
 	if !ok {
 		return nil
 	}
@@ -80,14 +79,14 @@ func (c *Controller) checkOwners(ctx context.Context, res store.Resource, obj st
 // ownerGone reports whether the owner ref names no longer exists (with
 // that uid). Owners of kinds the store does not keep count as present.
 func (c *Controller) ownerGone(ctx context.Context, namespace string, ref metav1.OwnerReference) (bool, error) {
-	r, ok := resourceFor(ref)
+	r, ok := c.resourceFor(ref)
 	if !ok {
 		return false, nil
 	}
 	if !r.Namespaced {
 		namespace = ""
 	}
-	if inf, ok := c.informers[r.Plural]; ok {
+	if inf, ok := c.informer(resourceKey(r)); ok {
 		if o, ok := inf.Get(namespace, ref.Name); ok && o.GetUID() == ref.UID {
 			return false, nil
 		}
@@ -123,13 +122,16 @@ func (c *Controller) orphanDependents(ctx context.Context, res store.Resource, o
 func (c *Controller) deleteDependents(ctx context.Context, res store.Resource, owner store.Object) error {
 	deps := c.dependentsOf(owner.GetUID())
 	if len(deps) == 0 {
+		if !c.synced() {
+			return fmt.Errorf("foreground deletion of %s %s: informers not synced yet", res.Kind, store.KeyOf(owner)) // requeued
+		}
 		return c.removeFinalizer(ctx, res, owner, metav1.FinalizerDeleteDependents)
 	}
 	var errs []error
 	for _, d := range deps {
 		switch {
 		case d.obj.GetDeletionTimestamp() != nil:
-		case d.res.Plural != store.Pods.Plural && len(c.dependentsOf(d.obj.GetUID())) > 0:
+		case c.mayOwn(d.res) && len(c.dependentsOf(d.obj.GetUID())) > 0:
 			// As Kubernetes' garbage collector: a dependent with
 			// dependents of its own, of an owner deleted in the
 			// foreground, is deleted in the foreground too, so the
@@ -143,57 +145,50 @@ func (c *Controller) deleteDependents(ctx context.Context, res store.Resource, o
 	return errors.Join(errs...) // the dependents' delete events requeue owner
 }
 
-// deleteInForeground marks obj deleted with the "foregroundDeletion"
-// finalizer, as the apiserver does for propagationPolicy=Foreground; the
-// controller then deletes its dependents before it.
-func (c *Controller) deleteInForeground(ctx context.Context, res store.Resource, obj store.Object) error {
-	return c.mutate(ctx, res, obj, func(cur store.Object) bool {
-		if cur.GetDeletionTimestamp() != nil {
-			return false
-		}
-		now := metav1.Now()
-		var zero int64
-		cur.SetDeletionTimestamp(&now)
-		cur.SetDeletionGracePeriodSeconds(&zero)
-		if !ctrlutil.HasFinalizer(cur, metav1.FinalizerDeleteDependents) {
-			cur.SetFinalizers(append(cur.GetFinalizers(), metav1.FinalizerDeleteDependents))
-		}
-		return true
-	})
+// mayOwn reports whether objects of r may have dependents (not pods:
+// registry.Kind.NoDependents).
+func (c *Controller) mayOwn(r store.Resource) bool {
+	k, ok := c.reg.ForResource(r)
+	return !ok || !k.NoDependents
 }
 
-// removeFinalizer removes f from obj and, when no finalizer is left,
-// deletes it (the apiserver would; the store does not).
-func (c *Controller) removeFinalizer(ctx context.Context, res store.Resource, obj store.Object, f string) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.s.Get(ctx, res, obj.GetNamespace(), obj.GetName())
-		if err != nil {
-			return err
-		}
-		if cur.GetUID() != obj.GetUID() {
-			return nil
-		}
-		ctrlutil.RemoveFinalizer(cur, f)
-		if len(cur.GetFinalizers()) == 0 && cur.GetDeletionTimestamp() != nil {
-			_, err = c.s.Delete(ctx, res, cur.GetNamespace(), cur.GetName(), cur.GetResourceVersion())
-			return err
-		}
-		_, err = c.s.Update(ctx, res, cur)
-		return err
-	})
+// deleteInForeground deletes obj with propagationPolicy=Foreground, as
+// the API does (registry.Delete: the "foregroundDeletion" finalizer);
+// the controller then deletes its dependents before it.
+func (c *Controller) deleteInForeground(ctx context.Context, res store.Resource, obj store.Object) error {
+	fg := metav1.DeletePropagationForeground
+	uid := obj.GetUID()
+	_, err := c.reg.Delete(ctx, c.s, res, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s in the foreground: %w", res.Kind, store.KeyOf(obj), err)
+	}
+	return nil
+}
+
+// removeFinalizer removes f from obj through the registry, which deletes
+// it when no finalizer is left (registry.GuaranteedUpdate, as the API's
+// update).
+func (c *Controller) removeFinalizer(ctx context.Context, res store.Resource, obj store.Object, f string) error {
+	uid := obj.GetUID()
+	_, err := c.reg.GuaranteedUpdate(ctx, c.s, res, obj.GetNamespace(), obj.GetName(), &store.Preconditions{UID: &uid}, func(cur store.Object) (store.Object, error) {
+		ctrlutil.RemoveFinalizer(cur, f)
+		return cur, nil
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("remove finalizer %s from %s %s: %w", f, res.Kind, store.KeyOf(obj), err)
 	}
 	return nil
 }
 
-// delete deletes obj (background propagation); pods go through
-// ctrlutil.DeletePod. A stale obj (uid or revision moved) is requeued.
+// delete deletes obj (background propagation) as the API does
+// (registry.Delete: a bound pod gracefully, an object with finalizers
+// only marked). A stale obj (uid or revision moved) is requeued.
 func (c *Controller) delete(ctx context.Context, res store.Resource, obj store.Object) error {
 	if pod, ok := obj.(*corev1.Pod); ok && res.Plural == store.Pods.Plural {
-		return ctrlutil.DeletePod(ctx, c.s, pod)
+		return ctrlutil.DeletePod(ctx, c.reg, c.s, pod)
 	}
-	_, err := c.s.Delete(ctx, res, obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion())
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	_, err := c.reg.Delete(ctx, c.s, res, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s %s: %w", res.Kind, store.KeyOf(obj), err)
 	}
@@ -203,10 +198,10 @@ func (c *Controller) delete(ctx context.Context, res store.Resource, obj store.O
 // errUnchanged aborts a GuaranteedUpdate that has nothing to write.
 var errUnchanged = errors.New("unchanged")
 
-// mutate applies fn to the stored obj (same uid) and writes it when fn
-// reports a change, retrying on conflict.
+// mutate applies fn to the stored obj (same uid) and writes it through
+// the registry when fn reports a change.
 func (c *Controller) mutate(ctx context.Context, res store.Resource, obj store.Object, fn func(store.Object) bool) error {
-	_, err := c.s.GuaranteedUpdate(ctx, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
+	_, err := c.reg.GuaranteedUpdate(ctx, c.s, res, obj.GetNamespace(), obj.GetName(), nil, func(cur store.Object) (store.Object, error) {
 		if cur.GetUID() != obj.GetUID() || !fn(cur) {
 			return nil, errUnchanged // fn may have touched cur: write nothing
 		}

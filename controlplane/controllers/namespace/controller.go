@@ -2,7 +2,9 @@
 // deleted (deletionTimestamp set, spec.finalizers holding "kubernetes") has
 // every object in it deleted, then the finalizer removed and, when no
 // finalizer is left, the namespace itself deleted, as
-// kube-controller-manager's NamespaceController.
+// kube-controller-manager's NamespaceController. The content is every
+// namespaced kind of the registry at the time of each pass, so kinds added
+// at run time (custom resources) are emptied too.
 package namespace
 
 import (
@@ -12,10 +14,11 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -29,13 +32,14 @@ const recheck = time.Second
 // Controller is the namespace controller.
 type Controller struct {
 	s     *store.Store
+	reg   *registry.Registry // the kinds whose objects a namespace holds
 	nss   *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
 }
 
 // New returns the controller over the Namespaces informer.
-func New(s *store.Store, namespaces *store.Informer) *Controller {
-	c := &Controller{s: s, nss: namespaces, queue: ctrlutil.NewQueue(Name)}
+func New(s *store.Store, reg *registry.Registry, namespaces *store.Informer) *Controller {
+	c := &Controller{s: s, reg: reg, nss: namespaces, queue: ctrlutil.NewQueue(Name)}
 	namespaces.AddHandler(store.Handler{
 		OnAdd:    func(o store.Object) { c.queue.Add(o.GetName()) },
 		OnUpdate: func(_, n store.Object) { c.queue.Add(n.GetName()) },
@@ -58,7 +62,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	if ns.Status.Phase != corev1.NamespaceTerminating {
-		if err := c.update(ctx, name, func(n *corev1.Namespace) { n.Status.Phase = corev1.NamespaceTerminating }); err != nil {
+		if err := c.update(ctx, "status", name, func(n *corev1.Namespace) { n.Status.Phase = corev1.NamespaceTerminating }); err != nil {
 			return err
 		}
 	}
@@ -73,7 +77,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.queue.AddAfter(name, recheck)
 		return nil
 	}
-	return c.update(ctx, name, func(n *corev1.Namespace) {
+	return c.update(ctx, "finalize", name, func(n *corev1.Namespace) {
 		var kept []corev1.FinalizerName
 		for _, f := range n.Spec.Finalizers {
 			if f != corev1.FinalizerKubernetes {
@@ -93,26 +97,27 @@ func hasSpecFinalizer(ns *corev1.Namespace) bool {
 	return false
 }
 
-// deleteContent deletes every namespaced object in namespace and returns
-// how many were still there.
+// deleteContent deletes every namespaced object in namespace, as a DELETE
+// through the API (registry.Delete: pods gracefully, objects with
+// finalizers only marked), and returns how many were still there.
 func (c *Controller) deleteContent(ctx context.Context, namespace string) (int, error) {
 	left := 0
 	var errs []error
-	for _, r := range store.All {
-		if !r.Namespaced {
+	for _, k := range c.reg.All() {
+		if !k.Namespaced {
 			continue
 		}
+		r := k.Resource
 		objs, _, err := c.s.List(ctx, r, namespace)
 		if err != nil {
 			return 0, fmt.Errorf("list %s in namespace %s: %w", r.Plural, namespace, err)
 		}
 		for _, o := range objs {
 			left++
-			if pod, ok := o.(*corev1.Pod); ok {
-				errs = append(errs, ctrlutil.DeletePod(ctx, c.s, pod))
-				continue
+			if o.GetDeletionTimestamp() != nil {
+				continue // being deleted: its owner (node agent, finalizer) ends it
 			}
-			if _, err := c.s.Delete(ctx, r, namespace, o.GetName(), ""); err != nil && !apierrors.IsNotFound(err) {
+			if _, err := c.reg.Delete(ctx, c.s, r, namespace, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", r.Kind, namespace, o.GetName(), err))
 			}
 		}
@@ -120,22 +125,14 @@ func (c *Controller) deleteContent(ctx context.Context, namespace string) (int, 
 	return left, errors.Join(errs...)
 }
 
-// update applies mutate to the stored namespace; one left with neither
-// spec nor metadata finalizers while terminating is deleted.
-func (c *Controller) update(ctx context.Context, name string, mutate func(*corev1.Namespace)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		o, err := c.s.Get(ctx, store.Namespaces, "", name)
-		if err != nil {
-			return err
-		}
-		ns := o.(*corev1.Namespace)
-		mutate(ns)
-		if ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) == 0 && len(ns.Finalizers) == 0 {
-			_, err = c.s.Delete(ctx, store.Namespaces, "", name, ns.ResourceVersion)
-			return err
-		}
-		_, err = c.s.Update(ctx, store.Namespaces, ns)
-		return err
+// update applies mutate to the stored namespace through subresource sub
+// ("status": the phase; "finalize": spec.finalizers); a terminating
+// namespace left with neither spec nor metadata finalizers is then
+// deleted (registry.GuaranteedUpdateSubresource).
+func (c *Controller) update(ctx context.Context, sub, name string, mutate func(*corev1.Namespace)) error {
+	_, err := c.reg.GuaranteedUpdateSubresource(ctx, c.s, store.Namespaces, sub, "", name, nil, func(obj store.Object) (store.Object, error) {
+		mutate(obj.(*corev1.Namespace))
+		return obj, nil
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("finalize namespace %s: %w", name, err)

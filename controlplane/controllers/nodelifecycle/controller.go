@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ const DefaultGracePeriod = 40 * time.Second
 // Controller is the node lifecycle controller.
 type Controller struct {
 	s      *store.Store
+	reg    *registry.Registry // every write goes through the kinds' rules
 	nodes  *store.Informer
 	leases *store.Informer
 	pods   *store.Informer
@@ -60,7 +62,7 @@ type nodeHealth struct {
 // it adds store.PodIndexers to the Pods informer. grace <= 0 means
 // DefaultGracePeriod. Nodes are checked every 5 s, or every grace/8 when
 // that is shorter.
-func New(s *store.Store, nodes, leases, pods *store.Informer, grace time.Duration) *Controller {
+func New(s *store.Store, reg *registry.Registry, nodes, leases, pods *store.Informer, grace time.Duration) *Controller {
 	if grace <= 0 {
 		grace = DefaultGracePeriod
 	}
@@ -68,7 +70,7 @@ func New(s *store.Store, nodes, leases, pods *store.Informer, grace time.Duratio
 		panic("nodelifecycle: " + err.Error()) // wiring error: another function under the index name
 	}
 	c := &Controller{
-		s: s, nodes: nodes, leases: leases, pods: pods, grace: grace,
+		s: s, reg: reg, nodes: nodes, leases: leases, pods: pods, grace: grace,
 		period: min(5*time.Second, max(grace/8, 10*time.Millisecond)),
 		queue:  ctrlutil.NewQueue(Name), now: time.Now, health: map[string]*nodeHealth{},
 	}

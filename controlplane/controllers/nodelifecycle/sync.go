@@ -63,7 +63,7 @@ func (c *Controller) markPodsNotReady(ctx context.Context, node string) error {
 		if !ctrlutil.IsPodReady(pod) {
 			continue
 		}
-		_, err := c.s.GuaranteedUpdate(ctx, store.Pods, pod.Namespace, pod.Name, nil, func(obj store.Object) (store.Object, error) {
+		_, err := c.reg.GuaranteedUpdateStatus(ctx, c.s, store.Pods, pod.Namespace, pod.Name, nil, func(obj store.Object) (store.Object, error) {
 			cur := obj.(*corev1.Pod)
 			if cur.UID != pod.UID || cur.Spec.NodeName != node || !ctrlutil.IsPodReady(cur) {
 				return cur, nil // unchanged: no write
@@ -130,18 +130,24 @@ func markUnknown(n *corev1.Node) {
 	}
 }
 
-// update applies mutate to the stored node and writes it when it changed.
+// update applies mutate to the stored node and writes what changed: its
+// status (conditions) through the status subresource, then its spec
+// (taints) through the main resource, as the node lifecycle controller's
+// UpdateStatus and taint updates. A write that changes nothing is
+// skipped.
 func (c *Controller) update(ctx context.Context, node *corev1.Node, mutate func(*corev1.Node)) error {
-	// GuaranteedUpdate skips the write when mutate changed nothing.
-	_, err := c.s.GuaranteedUpdate(ctx, store.Nodes, "", node.Name, nil, func(obj store.Object) (store.Object, error) {
+	fn := func(obj store.Object) (store.Object, error) {
 		mutate(obj.(*corev1.Node))
 		return obj, nil
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("update node %s health: %w", node.Name, err)
+	for _, sub := range []string{"status", ""} {
+		_, err := c.reg.GuaranteedUpdateSubresource(ctx, c.s, store.Nodes, sub, "", node.Name, nil, fn)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("update node %s health: %w", node.Name, err)
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/events"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ var controllerKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
 // Controller is the ReplicaSet controller.
 type Controller struct {
 	s     *store.Store
+	reg   *registry.Registry // every write goes through the kinds' rules
 	rss   *store.Informer
 	pods  *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -38,8 +40,8 @@ type Controller struct {
 
 // New returns a controller over the ReplicaSets and Pods informers and
 // registers its event handlers; call Run after the informers have synced.
-func New(s *store.Store, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newExpectations(), rec: events.New(s, "replicaset-controller", "")}
+func New(s *store.Store, reg *registry.Registry, rss, pods *store.Informer) *Controller {
+	c := &Controller{s: s, reg: reg, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newExpectations(), rec: events.New(s, "replicaset-controller", "")}
 	rss.AddHandler(store.Handler{
 		OnAdd:    func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
 		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },

@@ -38,7 +38,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	needsSync := c.exp.satisfied(key)
 
 	candidates := c.pods.List(ns, nil)
-	claimedObjs, claimErr := ctrlutil.Claim(ctx, c.s, store.Pods, rs, controllerKind, sel, candidates)
+	claimedObjs, claimErr := ctrlutil.Claim(ctx, c.reg, c.s, store.Pods, rs, controllerKind, sel, candidates)
 	var active []*corev1.Pod
 	for _, o := range claimedObjs {
 		if p := o.(*corev1.Pod); ctrlutil.IsPodActive(p) {
@@ -95,7 +95,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		victims = victims[:n]
 		c.exp.expect(key, 0, n)
 		for i, p := range victims {
-			if err := ctrlutil.DeletePod(ctx, c.s, p); err != nil {
+			if err := ctrlutil.DeletePod(ctx, c.reg, c.s, p); err != nil {
 				c.exp.lower(key, 0, n-i)
 				return err
 			}
@@ -118,23 +118,15 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 			Finalizers:      t.Finalizers,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, controllerKind)},
 		},
-		Spec:   t.Spec,
-		Status: corev1.PodStatus{Phase: corev1.PodPending},
+		Spec: t.Spec,
 	}
-	for attempt := 0; ; attempt++ {
-		pod.Name = ""
-		ctrlutil.PrepareCreate(pod)
-		_, err := c.s.Create(ctx, store.Pods, pod)
-		if apierrors.IsAlreadyExists(err) && attempt < 3 {
-			continue // generated name collision: draw another
-		}
-		if err != nil {
-			c.rec.Event(rs, "", corev1.EventTypeWarning, "FailedCreate", "Error creating: "+err.Error())
-			return fmt.Errorf("create pod for replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
-		}
-		c.rec.Event(rs, "", corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+pod.Name)
-		return nil
+	// A generated name already taken is drawn again (registry.Create).
+	if _, err := c.reg.Create(ctx, c.s, store.Pods, pod); err != nil {
+		c.rec.Event(rs, "", corev1.EventTypeWarning, "FailedCreate", "Error creating: "+err.Error())
+		return fmt.Errorf("create pod for replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
+	c.rec.Event(rs, "", corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: "+pod.Name)
+	return nil
 }
 
 // calculateStatus computes rs's status from its active pods, as the
@@ -196,7 +188,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 	if apiequality.Semantic.DeepEqual(rs.Status, status) {
 		return rs, nil
 	}
-	out, err := c.s.GuaranteedUpdate(ctx, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
+	out, err := c.reg.GuaranteedUpdateStatus(ctx, c.s, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.ReplicaSet)
 		if cur.UID != rs.UID {
 			return nil, apierrors.NewNotFound(store.ReplicaSets.GroupResource(), rs.Name)
