@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -128,8 +129,14 @@ func applyWith(ri reqInfo, fm *managedfields.FieldManager, live store.Object, pa
 // an autoscaling/v1 Scale whose spec.replicas is applied to the parent's
 // spec.replicas by the manager, with subresource "scale" in its
 // managedFields entry (as Kubernetes' ScaleHandler maps them). Answers the
-// Scale; a missing parent is a 404.
+// Scale; a missing parent is a 404. Kinds of unstructured objects (custom
+// resources) are 415.
 func (s *Server) applyScale(c echo.Context, ri reqInfo, body []byte) error {
+	if _, unstructuredKind := ri.kind.New().(runtime.Unstructured); unstructuredKind {
+		// A custom resource's replicas may be anywhere (the CRD's
+		// specReplicasPath); Kubernetes maps them with its ScaleHandler.
+		return unsupportedMediaType(fmt.Sprintf("server-side apply is not supported for %s/scale of a custom resource; use a merge patch", ri.res.GroupResource()))
+	}
 	patch, err := applyConfiguration(body)
 	if err != nil {
 		return err
