@@ -38,6 +38,10 @@ type Resource struct {
 	// resourceVersion of their source object instead of taking the KV
 	// revision (see NodePods).
 	Projection bool
+	// BucketName, when set, names the KV bucket instead of Plural (custom
+	// resources: NATS bucket names allow only [A-Za-z0-9_-], so a CRD's
+	// bucket is derived from its group and plural).
+	BucketName string
 }
 
 // GroupVersion returns the resource's API group and version.
@@ -53,8 +57,14 @@ func (r Resource) GroupResource() schema.GroupResource {
 // APIVersion returns "v1" or "apps/v1".
 func (r Resource) APIVersion() string { return r.GroupVersion().String() }
 
-// Bucket is the name of the KV bucket holding this resource.
-func (r Resource) Bucket() string { return r.Plural }
+// Bucket is the name of the KV bucket holding this resource: BucketName,
+// or Plural when that is empty.
+func (r Resource) Bucket() string {
+	if r.BucketName != "" {
+		return r.BucketName
+	}
+	return r.Plural
+}
 
 // The resources orca serves. Each is one KV bucket named after its plural.
 var (
