@@ -181,8 +181,12 @@ func TestValidateCustomResourceDefinition(t *testing.T) {
 		{"webhook conversion", func(c *apiextensionsv1.CustomResourceDefinition) {
 			c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
 		}, "spec.conversion.strategy: Unsupported value"},
-		{"bad column type", func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[0].AdditionalPrinterColumns[0].Type = "map" }, "additionalPrinterColumns[0].type"},
-		{"selectable field not in schema", func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[0].SelectableFields[0].JSONPath = ".spec.nope" }, "selectableFields[0].jsonPath"},
+		{"bad column type", func(c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].AdditionalPrinterColumns[0].Type = "map"
+		}, "additionalPrinterColumns[0].type"},
+		{"selectable field not in schema", func(c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].SelectableFields[0].JSONPath = ".spec.nope"
+		}, "selectableFields[0].jsonPath"},
 		{"scale path outside spec", func(c *apiextensionsv1.CustomResourceDefinition) {
 			c.Spec.Versions[0].Subresources.Scale.SpecReplicasPath = ".status.replicas"
 		}, "scale.specReplicasPath"},
