@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/jsonpath"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -331,4 +332,29 @@ func content(obj store.Object) map[string]any {
 		return map[string]any{}
 	}
 	return m
+}
+
+// Kind returns the registry kind serving the version's custom resources:
+// unstructured objects pruned and defaulted by the schema (Default), then
+// validated by it (Validate), with the CRD's columns, selectable fields,
+// status and scale subresources; generation is bumped on every change
+// beyond metadata and status, as for every custom resource.
+func (c *CustomResource) Kind() registry.Kind {
+	k := registry.Kind{
+		Resource:   c.Resource,
+		Categories: c.Categories,
+		Status:     c.Status,
+		Generation: true,
+		Default:    func(obj store.Object) { c.PruneAndDefault(obj) },
+		Validate:   c.Validate,
+		Columns:    c.Columns(),
+		Row:        c.Row,
+	}
+	if c.HasFields() {
+		k.Fields = c.Fields
+	}
+	if c.Scale != nil {
+		k.Scale = &registry.Scale{Get: c.GetScale, Set: c.SetScale}
+	}
+	return k
 }
