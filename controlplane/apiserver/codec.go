@@ -17,6 +17,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -222,7 +223,7 @@ func wantsTable(c echo.Context) (bool, string) {
 // (kubectl's default --validate) makes them a 400 "strict decoding
 // error: ..."; Warn (the server default, "") answers them as Warning
 // headers; Ignore skips the check. Any other value is a 400.
-func checkStrict(c echo.Context, r store.Resource, data []byte) error {
+func checkStrict(c echo.Context, k *registry.Kind, data []byte) error {
 	mode := c.QueryParam("fieldValidation")
 	switch mode {
 	case metav1.FieldValidationIgnore:
@@ -232,9 +233,22 @@ func checkStrict(c echo.Context, r store.Resource, data []byte) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("fieldValidation %q is not one of %s, %s, %s", mode,
 			metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict))
 	}
-	strictErrs, err := sigsjson.UnmarshalStrict(data, r.New(), sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	var strictErrs []error
+	var err error
+	if k.UnknownFields != nil {
+		// Custom resources: duplicates from the JSON, unknown fields
+		// from the schema's pruning, as Kubernetes reports them.
+		var v any
+		if strictErrs, err = sigsjson.UnmarshalStrict(data, &v, sigsjson.DisallowDuplicateFields); err == nil {
+			for _, f := range k.UnknownFields(data) {
+				strictErrs = append(strictErrs, fmt.Errorf("unknown field %q", f))
+			}
+		}
+	} else {
+		strictErrs, err = sigsjson.UnmarshalStrict(data, k.New(), sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	}
 	if err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", r.Kind, err))
+		return apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", k.Kind, err))
 	}
 	if mode == metav1.FieldValidationStrict && c.Get(yamlDuplicatesKey) != nil {
 		strictErrs = append(strictErrs, c.Get(yamlDuplicatesKey).(error))

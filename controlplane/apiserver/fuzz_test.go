@@ -85,7 +85,7 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		obj, err := decodeObject(r, data)
 		want4xx(t, "decodeObject", err)
-		want4xx(t, "checkStrict", checkStrict(c, r, data))
+		want4xx(t, "checkStrict", checkStrict(c, k, data))
 		if err == nil {
 			_ = registry.ValidateCreate(k, obj) // must not panic on anything that decoded
 		}

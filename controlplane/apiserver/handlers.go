@@ -145,7 +145,7 @@ func (s *Server) create(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := checkStrict(c, ri.res, data); err != nil {
+	if err := checkStrict(c, ri.kind, data); err != nil {
 		return err
 	}
 	out, err := s.createObject(c.Request().Context(), ri.res, ri.namespace, obj, isDryRun(c.Request().URL.Query()))
@@ -227,7 +227,7 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := checkStrict(c, ri.res, data); err != nil {
+	if err := checkStrict(c, ri.kind, data); err != nil {
 		return err
 	}
 	if obj.GetName() == "" {

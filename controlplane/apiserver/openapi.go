@@ -101,7 +101,8 @@ func orcaDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefi
 type openAPIKind struct {
 	group, version, kind, plural string
 	namespaced, orca             bool
-	model, listModel             string // definition names
+	model, listModel             string       // definition names
+	schema                       *spec.Schema // a custom resource's (registry.Kind.OpenAPISchema)
 }
 
 func (k openAPIKind) gvKey() string {
@@ -122,10 +123,16 @@ func modelName(o any) string {
 
 // openAPIKinds lists the registry's kinds that have generated
 // definitions (their Go type has OpenAPIModelName: every k8s.io/api type)
-// and the orca.dev kinds.
+// or a schema of their own (custom resources), and the orca.dev kinds.
 func openAPIKinds(reg *registry.Registry) []openAPIKind {
 	var out []openAPIKind
 	for _, r := range reg.All() {
+		if r.OpenAPISchema != nil {
+			model := customResourceModel(r.Group, r.Version, r.Kind)
+			out = append(out, openAPIKind{group: r.Group, version: r.Version, kind: r.Kind, plural: r.Plural, namespaced: r.Namespaced,
+				model: model, listModel: model + "List", schema: r.OpenAPISchema})
+			continue
+		}
 		if !hasModelName(r.New()) || !hasModelName(r.NewList()) {
 			continue
 		}
@@ -159,6 +166,9 @@ func openAPIConfig(kinds []openAPIKind) *common.Config {
 		GetDefinitions: func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 			defs := openapidefs.GetOpenAPIDefinitions(ref)
 			for n, d := range orcaDefinitions(ref) {
+				defs[n] = d
+			}
+			for n, d := range customResourceDefinitions(kinds, ref) {
 				defs[n] = d
 			}
 			return defs

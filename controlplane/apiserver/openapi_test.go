@@ -17,7 +17,7 @@ import (
 
 	kubeproto "k8s.io/kube-openapi/pkg/util/proto"
 
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
 )
 
 const kubectlDir = "/usr/lib/google-cloud-sdk/bin/"
@@ -140,7 +140,7 @@ func TestOpenAPIV2Protobuf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range store.All {
+	for _, r := range builtin.Kinds() {
 		name := modelName(r.New())
 		m := models.LookupModel(name)
 		if m == nil {
@@ -182,8 +182,8 @@ func TestOpenAPIV2Protobuf(t *testing.T) {
 			t.Errorf("patch %s: fieldValidation %v, gvk %v", p.GetName(), found, hasGVK)
 		}
 	}
-	if patches != len(store.All) {
-		t.Errorf("%d patch operations, want %d", patches, len(store.All))
+	if patches != len(builtin.Kinds()) {
+		t.Errorf("%d patch operations, want %d", patches, len(builtin.Kinds()))
 	}
 	req.Header.Set("If-None-Match", etag)
 	resp, err = http.DefaultClient.Do(req)
@@ -213,7 +213,7 @@ func TestOpenAPIV3(t *testing.T) {
 	}
 	e.must(http.StatusOK, http.MethodGet, "/openapi/v3", "", nil, &root)
 	want := map[string]bool{"apis/orca.dev/v1": true}
-	for _, r := range store.All {
+	for _, r := range builtin.Kinds() {
 		if r.Group == "" {
 			want["api/"+r.Version] = true
 		} else {
@@ -244,7 +244,7 @@ func TestOpenAPIV3(t *testing.T) {
 				kinds[g["kind"]] = true
 			}
 		}
-		for _, r := range store.All {
+		for _, r := range builtin.Kinds() {
 			if key == "api/"+r.Version && r.Group == "" || key == "apis/"+r.APIVersion() {
 				if !kinds[r.Kind] || !kinds[r.ListKind] {
 					t.Errorf("%s: no schema for %s/%s (kinds %v)", key, r.Kind, r.ListKind, kinds)

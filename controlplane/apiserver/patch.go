@@ -13,6 +13,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -94,6 +95,10 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	if _, unstructured := ri.kind.New().(runtime.Unstructured); unstructured && pt == types.StrategicMergePatchType {
+		// As Kubernetes: custom resources have no patch strategies.
+		return unsupportedMediaType(fmt.Sprintf("the body of the request was in an unknown format %q - accepted media types include: application/json-patch+json, application/merge-patch+json", pt))
+	}
 	if c.QueryParam("fieldValidation") == metav1.FieldValidationStrict {
 		// A field given twice in the patch itself is lost in the patched
 		// object: find it here.
@@ -116,7 +121,7 @@ func (s *Server) patch(c echo.Context, ri reqInfo) error {
 		if ri.sub != "" {
 			return nil
 		}
-		return checkStrict(c, ri.res, patched)
+		return checkStrict(c, ri.kind, patched)
 	}
 	out, err := s.updateObject(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), func(cur store.Object) (store.Object, error) {
 		return patchObject(ri.res, pt, cur, body, s.cfg.MaxBodyBytes, strict)

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -209,6 +210,12 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	// CustomResourceDefinitions: their kinds join the registry once
+	// established (registry/apiextensions.Controller).
+	crdCtx, stopCRDs := context.WithCancel(ctx)
+	defer stopCRDs()
+	crds := apiextensions.NewController(s.st, s.reg, s.log)
+	go crds.Run(crdCtx, 2)
 	// Headers must arrive within 10 s and an idle keep-alive connection is
 	// closed after 90 s; bodies are bounded per request (limitRequests).
 	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -110,6 +111,17 @@ type Kind struct {
 	// every field as atomic. Build a custom resource's from its CRD
 	// version's schema with CustomResourceTypeConverter.
 	TypeConverter managedfields.TypeConverter
+	// OpenAPISchema is the OpenAPI schema of the objects of a kind whose
+	// Go type has no generated definition (custom resources: their CRD
+	// version's schema); the apiserver completes apiVersion, kind and
+	// metadata. Nil for typed kinds.
+	OpenAPISchema *spec.Schema
+	// UnknownFields returns the paths of the fields of a JSON body that
+	// objects of the kind cannot hold ("spec.foo"), for fieldValidation,
+	// when the kind is not decoded into a Go struct (custom resources:
+	// the fields their schema prunes). Nil: the strict decoding into New()
+	// finds them.
+	UnknownFields func(data []byte) []string
 }
 
 // Scale describes a kind's scale subresource, as Kubernetes' ScaleREST

@@ -44,7 +44,7 @@ type Controller struct {
 	log *slog.Logger
 	inf *store.Informer
 
-	mu     sync.Mutex                                // guards served
+	mu     sync.Mutex                                        // guards served
 	served map[string]map[schema.GroupVersionResource]string // CRD name -> registered resources -> CRD resourceVersion they came from
 }
 

@@ -349,6 +349,9 @@ func (c *CustomResource) Kind() registry.Kind {
 		Validate:   c.Validate,
 		Columns:    c.Columns(),
 		Row:        c.Row,
+
+		OpenAPISchema: c.Schema.OpenAPI,
+		UnknownFields: c.UnknownFields,
 	}
 	if c.HasFields() {
 		k.Fields = c.Fields

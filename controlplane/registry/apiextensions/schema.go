@@ -31,10 +31,10 @@ import (
 type Schema struct {
 	// Structural is the schema as apiextensions' structural schema.
 	Structural *structuralschema.Structural
-	// OpenAPI is the schema as kube-openapi's spec.Schema, as
-	// Structural.ToKubeOpenAPI gives it with int-or-string fields typed
-	// ["integer","string"] (as the apiextensions validator converts
-	// them).
+	// OpenAPI is the schema as published in /openapi/v2 and v3 (kubectl
+	// explain, client-side validation): Structural.ToKubeOpenAPI less
+	// what Swagger 2.0 cannot say, as Kubernetes' ToStructuralOpenAPIV2:
+	// no anyOf, oneOf, allOf or not, and a nullable field untyped.
 	OpenAPI   *spec.Schema
 	validator *validate.SchemaValidator
 }
@@ -63,7 +63,9 @@ func NewSchema(props *apiextensionsv1.JSONSchemaProps, fldPath *field.Path) (*Sc
 	}
 	o := s.ToKubeOpenAPI()
 	typeIntOrString(o)
-	return &Schema{Structural: s, OpenAPI: o, validator: validate.NewSchemaValidator(o, nil, "", strfmt.Default)}, nil
+	doc := s.ToKubeOpenAPI()
+	forSwagger2(doc)
+	return &Schema{Structural: s, OpenAPI: doc, validator: validate.NewSchemaValidator(o, nil, "", strfmt.Default)}, nil
 }
 
 // typeIntOrString types every x-kubernetes-int-or-string node of o as
@@ -85,6 +87,29 @@ func typeIntOrString(o *spec.Schema) {
 	}
 	if o.AdditionalProperties != nil {
 		typeIntOrString(o.AdditionalProperties.Schema)
+	}
+}
+
+// forSwagger2 removes from o what Swagger 2.0 has no word for: anyOf,
+// oneOf, allOf and not, and the type of a nullable node (a null value
+// must not fail a client's validation).
+func forSwagger2(o *spec.Schema) {
+	if o == nil {
+		return
+	}
+	o.AnyOf, o.OneOf, o.AllOf, o.Not = nil, nil, nil, nil
+	if o.Nullable {
+		o.Type, o.Nullable = nil, false
+	}
+	for k, p := range o.Properties {
+		forSwagger2(&p)
+		o.Properties[k] = p
+	}
+	if o.Items != nil {
+		forSwagger2(o.Items.Schema)
+	}
+	if o.AdditionalProperties != nil {
+		forSwagger2(o.AdditionalProperties.Schema)
 	}
 }
 

@@ -1,11 +1,12 @@
 // Package builtin assembles the kinds orca serves from its store
-// resources: the core, apps, coordination, node and discovery groups, in
+// resources: the core, apps, coordination, node, discovery and apiextensions groups, in
 // discovery order. Kinds added at run time (CustomResourceDefinitions)
 // are added to the registry New returns.
 package builtin
 
 import (
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/apps"
 	"github.com/orca-edge/orca/controlplane/registry/coordination"
 	"github.com/orca-edge/orca/controlplane/registry/core"
@@ -17,7 +18,7 @@ import (
 // Kinds() is appended here.
 func Kinds() []registry.Kind {
 	var out []registry.Kind
-	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds()} {
+	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds()} {
 		out = append(out, group...)
 	}
 	return out

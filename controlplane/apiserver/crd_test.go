@@ -1,0 +1,220 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
+)
+
+// crontabCRD is Kubernetes' documentation example (a namespaced CronTab),
+// with a default, an enum, a preserved subtree, status and scale
+// subresources, printer columns and a selectable field.
+const crontabCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    additionalPrinterColumns:
+    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    selectableFields:
+    - jsonPath: .spec.color
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: CronTab runs an image on a schedule.
+        properties:
+          spec:
+            type: object
+            description: What to run and when.
+            required: [cronSpec]
+            properties:
+              cronSpec: {type: string, description: The schedule in cron format., pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'}
+              image: {type: string}
+              replicas: {type: integer, minimum: 1, maximum: 10, default: 1}
+              color: {type: string, enum: [red, blue]}
+              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+`
+
+const crontab = `apiVersion: stable.example.com/v1
+kind: CronTab
+metadata: {name: %s}
+spec: {cronSpec: "* * * * */5", image: my-cron-image, color: %s, extra: {any: [thing]}}
+`
+
+// TestKubectlCustomResources drives a CustomResourceDefinition end to end
+// with the real kubectl: apply the CRD, see it Established in `get crd`,
+// create, get (table, selectors), patch, scale, explain and watch custom
+// resources, get a 422 with field paths for a schema violation and a 400
+// for an unknown field, then delete the CRD and see its custom resources
+// and its kind go.
+func TestKubectlCustomResources(t *testing.T) {
+	if _, err := os.Stat(kubectlPath); err != nil {
+		t.Skip("kubectl not found")
+	}
+	e := newEnv(t)
+
+	out := e.mustKubectl(crontabCRD, "apply", "-f", "-")
+	if !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/crontabs.stable.example.com created") {
+		t.Fatalf("apply crd: %s", out)
+	}
+	e.mustKubectl("", "wait", "--for=condition=Established", "crd/crontabs.stable.example.com", "--timeout=20s")
+	out = e.mustKubectl("", "get", "crd")
+	if !strings.Contains(out, "CREATED AT") || !strings.Contains(out, "crontabs.stable.example.com") {
+		t.Errorf("get crd:\n%s", out)
+	}
+	out = e.mustKubectl("", "get", "crd", "crontabs.stable.example.com", "-o", `jsonpath={.status.acceptedNames.kind} {.metadata.finalizers} {range .status.conditions[*]}{.type}={.status} {end}`)
+	if !strings.Contains(out, "CronTab") || !strings.Contains(out, "NamesAccepted=True") || !strings.Contains(out, "Established=True") {
+		t.Errorf("crd status: %s", out)
+	}
+
+	// kubectl discovers the new kind (its cache is per test HOME) and
+	// applies custom resources with its default (server-side) validation.
+	out = e.mustKubectl(fmt.Sprintf(crontab, "c1", "red")+"---\n"+fmt.Sprintf(crontab, "c2", "blue"), "apply", "-f", "-")
+	if !strings.Contains(out, "crontab.stable.example.com/c1 created") || !strings.Contains(out, "crontab.stable.example.com/c2 created") {
+		t.Fatalf("apply crs: %s", out)
+	}
+	out = e.mustKubectl("", "get", "ct")
+	t.Logf("get ct:\n%s", out)
+	for _, want := range []string{"SPEC", "REPLICAS", "AGE", "c1", "* * * * */5", "c2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get ct: no %q in\n%s", want, out)
+		}
+	}
+	if out := e.mustKubectl("", "get", "crontab", "c1", "-o", "jsonpath={.spec.replicas} {.spec.extra.any[0]} {.metadata.generation}"); out != "1 thing 1" {
+		t.Errorf("defaulted, preserved, generation: %q, want \"1 thing 1\"", out)
+	}
+	if out := e.mustKubectl("", "get", "crontabs", "--field-selector=spec.color=blue", "-o", "name"); out != "crontab.stable.example.com/c2\n" {
+		t.Errorf("field selector spec.color=blue: %q", out)
+	}
+	e.mustKubectl("", "label", "crontab", "c1", "tier=batch")
+	if out := e.mustKubectl("", "get", "crontabs", "-l", "tier=batch", "-o", "name"); out != "crontab.stable.example.com/c1\n" {
+		t.Errorf("label selector: %q", out)
+	}
+	if out := e.mustKubectl("", "get", "all", "-o", "name"); !strings.Contains(out, "crontab.stable.example.com/c1") {
+		t.Errorf("get all (category): %q", out)
+	}
+
+	// Patches: merge (kubectl's default for custom resources is rejected
+	// as strategic: kubectl then needs --type=merge, as with Kubernetes).
+	e.mustKubectl("", "patch", "crontab", "c1", "--type=merge", "-p", `{"spec":{"image":"v2"}}`)
+	e.mustKubectl("", "patch", "crontab", "c1", "--type=json", "-p", `[{"op":"replace","path":"/spec/replicas","value":3}]`)
+	if out := e.mustKubectl("", "get", "crontab", "c1", "-o", "jsonpath={.spec.image} {.spec.replicas} {.metadata.generation}"); out != "v2 3 3" {
+		t.Errorf("after patches: %q, want \"v2 3 3\"", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := e.kubectl(ctx, "", "patch", "crontab", "c1", "-p", `{"spec":{"image":"v3"}}`); err == nil || !strings.Contains(out, "415") && !strings.Contains(out, "unknown format") {
+		t.Errorf("strategic merge patch of a custom resource: %v %s", err, out)
+	}
+
+	// The scale and status subresources.
+	e.mustKubectl("", "scale", "crontab/c1", "--replicas=5")
+	if out := e.mustKubectl("", "get", "crontab", "c1", "-o", "jsonpath={.spec.replicas}"); out != "5" {
+		t.Errorf("after scale: %q", out)
+	}
+	e.mustKubectl("", "patch", "crontab", "c1", "--subresource=status", "--type=merge", "-p", `{"status":{"replicas":5}}`)
+	e.mustKubectl("", "patch", "crontab", "c1", "--type=merge", "-p", `{"status":{"replicas":9}}`) // ignored: status is a subresource
+	if out := e.mustKubectl("", "get", "crontab", "c1", "-o", "jsonpath={.status.replicas}"); out != "5" {
+		t.Errorf("status.replicas: %q, want 5 (written through /status only)", out)
+	}
+
+	// Schema violations: 422 with the fields' paths; unknown fields: 400
+	// under kubectl's default Strict validation.
+	out, err := e.kubectl(ctx, strings.Replace(fmt.Sprintf(crontab, "bad", "green"), "image: my-cron-image", "image: my-cron-image, replicas: 20", 1), "apply", "-f", "-")
+	t.Logf("apply of an invalid custom resource:\n%s", out)
+	if err == nil || !strings.Contains(out, "Invalid") || !strings.Contains(out, "spec.color") || !strings.Contains(out, "spec.replicas") {
+		t.Errorf("apply of an invalid custom resource: %v\n%s", err, out)
+	}
+	out, err = e.kubectl(ctx, strings.Replace(fmt.Sprintf(crontab, "bad", "red"), "image: my-cron-image", "image: my-cron-image, bogus: 1", 1), "create", "-f", "-")
+	if err == nil || !strings.Contains(out, `unknown field "spec.bogus"`) {
+		t.Errorf("create with an unknown field: %v\n%s", err, out)
+	}
+
+	// kubectl explain reads the schema from /openapi/v3.
+	out = e.mustKubectl("", "explain", "crontab.spec")
+	t.Logf("explain crontab.spec:\n%s", out)
+	if !strings.Contains(out, "cronSpec") || !strings.Contains(out, "What to run and when") {
+		t.Errorf("explain crontab.spec:\n%s", out)
+	}
+	out = e.mustKubectl("", "explain", "crontabs.spec.cronSpec")
+	if !strings.Contains(out, "The schedule in cron format") {
+		t.Errorf("explain crontabs.spec.cronSpec:\n%s", out)
+	}
+
+	// get -w sees a custom resource created while it watches.
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, kubectlPath, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "get", "crontabs", "-w", "--request-timeout=50s")
+	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
+	var buf storetest.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	storetest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(buf.String(), "c2") {
+			return fmt.Errorf("get -w printed %q", buf.String())
+		}
+		return nil
+	})
+	e.mustKubectl(fmt.Sprintf(crontab, "c3", "red"), "create", "-f", "-")
+	storetest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(buf.String(), "c3") {
+			return fmt.Errorf("get -w printed %q", buf.String())
+		}
+		return nil
+	})
+
+	// Deleting the CRD deletes its custom resources, then the CRD and the
+	// kind go from discovery.
+	e.mustKubectl("", "delete", "crd", "crontabs.stable.example.com", "--timeout=30s")
+	storetest.Eventually(t, 20*time.Second, func() error {
+		out, _ := e.kubectl(ctx, "", "api-resources", "--api-group=stable.example.com")
+		if strings.Contains(out, "crontabs") {
+			return fmt.Errorf("api-resources still lists crontabs:\n%s", out)
+		}
+		return nil
+	})
+	if out, err := e.kubectl(ctx, "", "get", "crontabs"); err == nil {
+		t.Errorf("get crontabs after the CRD was deleted: %s", out)
+	}
+	if objs, _, err := e.st.List(ctx, crontabResource(), ""); err != nil || len(objs) != 0 {
+		t.Errorf("custom resources left in their bucket: %d (%v)", len(objs), err)
+	}
+}
+
+// crontabResource is the storage of crontabCRD's custom resources.
+func crontabResource() store.Resource {
+	return store.Resource{Group: "stable.example.com", Version: "v1", Kind: "CronTab", ListKind: "CronTabList", Plural: "crontabs", Namespaced: true,
+		BucketName: apiextensions.BucketName("stable.example.com", "crontabs"),
+		New:        func() store.Object { return &unstructured.Unstructured{} },
+		NewList:    func() runtime.Object { return &unstructured.UnstructuredList{} }}
+}
