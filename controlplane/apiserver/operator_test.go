@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
@@ -129,7 +131,9 @@ func TestControllerRuntimeOperator(t *testing.T) {
 	}
 	watched := &unstructured.Unstructured{}
 	watched.SetGroupVersionKind(greetingGVK)
-	if err := ctrl.NewControllerManagedBy(mgr).Named("greeter").For(watched).Complete(&greeter{c: mgr.GetClient()}); err != nil {
+	if err := ctrl.NewControllerManagedBy(mgr).Named("greeter").For(watched).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}). // the test may run more than once per process
+		Complete(&greeter{c: mgr.GetClient()}); err != nil {
 		t.Fatal(err)
 	}
 	mgrCtx, stop := context.WithCancel(ctx)
