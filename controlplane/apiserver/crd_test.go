@@ -135,6 +135,18 @@ func TestKubectlCustomResources(t *testing.T) {
 		t.Errorf("strategic merge patch of a custom resource: %v %s", err, out)
 	}
 
+	// Server-side apply of a custom resource, with managedFields from
+	// the CRD's schema.
+	out = e.mustKubectl(fmt.Sprintf(crontab, "c4", "red"), "apply", "--server-side", "-f", "-")
+	if !strings.Contains(out, "crontab.stable.example.com/c4 serverside-applied") {
+		t.Errorf("apply --server-side: %s", out)
+	}
+	out = e.mustKubectl(strings.Replace(fmt.Sprintf(crontab, "c4", "red"), "my-cron-image", "other-image", 1), "apply", "--server-side", "-f", "-")
+	if got := e.mustKubectl("", "get", "crontab", "c4", "-o", "jsonpath={.spec.image} {.metadata.managedFields[*].manager}"); !strings.Contains(got, "other-image kubectl") {
+		t.Errorf("after a second server-side apply: %q (%s)", got, out)
+	}
+	e.mustKubectl("", "delete", "crontab", "c4")
+
 	// The scale and status subresources.
 	e.mustKubectl("", "scale", "crontab/c1", "--replicas=5")
 	if out := e.mustKubectl("", "get", "crontab", "c1", "-o", "jsonpath={.spec.replicas}"); out != "5" {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/jsonpath"
 
@@ -37,6 +38,10 @@ type CustomResource struct {
 	// it has none).
 	Status bool
 	Scale  *apiextensionsv1.CustomResourceSubresourceScale
+
+	// TypeConverter is the version's schema for server-side apply
+	// (registry.CustomResourceTypeConverter).
+	TypeConverter managedfields.TypeConverter
 
 	columns    []metav1.TableColumnDefinition
 	columnPath []*jsonpath.JSONPath
@@ -102,6 +107,11 @@ func NewCustomResource(crd *apiextensionsv1.CustomResourceDefinition, version st
 	if sr := v.Subresources; sr != nil {
 		cr.Status = sr.Status != nil
 		cr.Scale = sr.Scale
+	}
+	preserve := s.Structural.XPreserveUnknownFields
+	var err error
+	if cr.TypeConverter, err = registry.CustomResourceTypeConverter(gvk, s.OpenAPI, preserve); err != nil {
+		return nil, fmt.Errorf("customresourcedefinition %s: version %s: server-side apply schema: %w", crd.Name, version, err)
 	}
 	if err := cr.buildColumns(v.AdditionalPrinterColumns); err != nil {
 		return nil, fmt.Errorf("customresourcedefinition %s: %w", crd.Name, err)
@@ -352,6 +362,7 @@ func (c *CustomResource) Kind() registry.Kind {
 
 		OpenAPISchema: c.Schema.OpenAPI,
 		UnknownFields: c.UnknownFields,
+		TypeConverter: c.TypeConverter,
 	}
 	if c.HasFields() {
 		k.Fields = c.Fields
