@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -229,4 +231,115 @@ func crontabResource() store.Resource {
 		BucketName: apiextensions.BucketName("stable.example.com", "crontabs"),
 		New:        func() store.Object { return &unstructured.Unstructured{} },
 		NewList:    func() runtime.Object { return &unstructured.UnstructuredList{} }}
+}
+
+// widgetCRD serves two versions with None conversion (v1 stored,
+// v1beta1 served too), cluster-scoped.
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.demo.example.com}
+spec:
+  group: demo.example.com
+  scope: Cluster
+  names: {plural: widgets, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+  - name: v1beta1
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+`
+
+// TestCustomResourceDefinitionLifecycle checks, through the API, what the
+// kubectl test does not: a cluster-scoped CRD with two versions served
+// with None conversion (each lists the objects with its own apiVersion),
+// a name conflict (NamesAccepted False), and deletion with a custom
+// resource holding a finalizer (Terminating; creates refused with 405;
+// the CRD goes once the finalizer is removed).
+func TestCustomResourceDefinitionLifecycle(t *testing.T) {
+	e := newEnv(t)
+	e.must(http.StatusCreated, http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/yaml", widgetCRD, nil)
+	waitCondition := func(name, cond, status string) {
+		t.Helper()
+		storetest.Eventually(t, 20*time.Second, func() error {
+			var crd apiextensionsv1.CustomResourceDefinition
+			e.must(http.StatusOK, http.MethodGet, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+name, "", nil, &crd)
+			for _, c := range crd.Status.Conditions {
+				if string(c.Type) == cond && string(c.Status) == status {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: conditions %+v, want %s=%s", name, crd.Status.Conditions, cond, status)
+		})
+	}
+	waitCondition("widgets.demo.example.com", "Established", "True")
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if code, out := e.do(http.MethodGet, "/apis/demo.example.com/v1beta1/widgets", "", nil); code != http.StatusOK {
+			return fmt.Errorf("list v1beta1: %d %s", code, out)
+		}
+		return nil
+	})
+
+	// Written through v1beta1, read through both versions.
+	e.must(http.StatusCreated, http.MethodPost, "/apis/demo.example.com/v1beta1/widgets", "application/json",
+		`{"apiVersion":"demo.example.com/v1beta1","kind":"Widget","metadata":{"name":"w1","finalizers":["demo.example.com/hold"]},"spec":{"size":3}}`, nil)
+	for _, v := range []string{"v1", "v1beta1"} {
+		var l unstructured.UnstructuredList
+		code, out := e.do(http.MethodGet, "/apis/demo.example.com/"+v+"/widgets", "", nil)
+		if code != http.StatusOK {
+			t.Fatalf("list %s: %d %s", v, code, out)
+		}
+		if err := l.UnmarshalJSON(out); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != 1 || l.Items[0].GetAPIVersion() != "demo.example.com/"+v || l.Items[0].GetNamespace() != "" {
+			t.Errorf("list %s: %s", v, out)
+		}
+		var u unstructured.Unstructured
+		_, out = e.do(http.MethodGet, "/apis/demo.example.com/"+v+"/widgets/w1", "", nil)
+		if err := u.UnmarshalJSON(out); err != nil || u.GetAPIVersion() != "demo.example.com/"+v {
+			t.Errorf("get %s: %v %s", v, err, out)
+		}
+	}
+
+	// A second CRD of the group asking for the same kind is not accepted.
+	conflict := strings.NewReplacer("widgets.demo", "gadgets.demo", "plural: widgets", "plural: gadgets").Replace(widgetCRD)
+	e.must(http.StatusCreated, http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/yaml", conflict, nil)
+	waitCondition("gadgets.demo.example.com", "NamesAccepted", "False")
+	waitCondition("gadgets.demo.example.com", "Established", "False")
+	if code, _ := e.do(http.MethodGet, "/apis/demo.example.com/v1/gadgets", "", nil); code != http.StatusNotFound {
+		t.Errorf("gadgets served although its kind conflicts: %d", code)
+	}
+
+	// Deletion waits for the custom resource's finalizer.
+	e.must(http.StatusOK, http.MethodDelete, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.demo.example.com", "", nil, nil)
+	waitCondition("widgets.demo.example.com", "Terminating", "True")
+	storetest.Eventually(t, 20*time.Second, func() error {
+		var u unstructured.Unstructured
+		_, out := e.do(http.MethodGet, "/apis/demo.example.com/v1/widgets/w1", "", nil)
+		if err := u.UnmarshalJSON(out); err != nil || u.GetDeletionTimestamp() == nil {
+			return fmt.Errorf("w1 not marked for deletion: %v %s", err, out)
+		}
+		code, out := e.do(http.MethodPost, "/apis/demo.example.com/v1/widgets", "application/json",
+			`{"apiVersion":"demo.example.com/v1","kind":"Widget","metadata":{"name":"w2"}}`)
+		if code != http.StatusMethodNotAllowed {
+			return fmt.Errorf("create while terminating: %d %s, want 405", code, out)
+		}
+		return nil
+	})
+	e.must(http.StatusOK, http.MethodPatch, "/apis/demo.example.com/v1/widgets/w1", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`, nil)
+	storetest.Eventually(t, 20*time.Second, func() error {
+		if code, out := e.do(http.MethodGet, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.demo.example.com", "", nil); code != http.StatusNotFound {
+			return fmt.Errorf("CRD still there: %d %s", code, out)
+		}
+		if code, _ := e.do(http.MethodGet, "/apis/demo.example.com/v1/widgets", "", nil); code != http.StatusNotFound {
+			return fmt.Errorf("widgets still served: %d", code)
+		}
+		return nil
+	})
+	// The conflict is gone with it: gadgets gets its names.
+	waitCondition("gadgets.demo.example.com", "Established", "True")
 }

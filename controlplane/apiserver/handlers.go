@@ -167,6 +167,10 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 	if err != nil {
 		return nil, err
 	}
+	if !k.Allows("create") {
+		// A kind without create (a terminating CRD's custom resources).
+		return nil, apierrors.NewMethodNotSupported(r.GroupResource(), "create")
+	}
 	if r.Namespaced {
 		if obj.GetNamespace() == "" {
 			obj.SetNamespace(namespace)

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +97,23 @@ func New(nc *nats.Conn, cfg Config) (*Store, error) {
 		s.resetCaches()
 	})
 	return s, nil
+}
+
+// Forget stops the watch caches of r's bucket (every version of a custom
+// resource kind) and forgets its handle, when its kind is no longer
+// served (a deleted CustomResourceDefinition); the bucket and its objects
+// stay. A later read starts them again.
+func (s *Store) Forget(r Resource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prefix := r.Bucket() + "\x00"
+	for k, c := range s.caches {
+		if strings.HasPrefix(k, prefix) {
+			c.stop()
+			delete(s.caches, k)
+		}
+	}
+	delete(s.kvs, r.Bucket())
 }
 
 // resetCaches stops every watch cache; the next List or Watch starts a new one.
@@ -570,6 +588,13 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 		return nil, err
 	}
 	id := r.Bucket() + "\x00" + filter
+	if r.BucketName != "" {
+		// Custom resources: the versions of a CRD share its bucket, and
+		// each version's objects carry its apiVersion, so each version
+		// (and a CRD re-created with another kind or scope) has its own
+		// cache.
+		id += fmt.Sprintf("\x00%s/%s/%t", r.APIVersion(), r.Kind, r.Namespaced)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.caches[id]; ok && !c.stopped() {

@@ -108,7 +108,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	established := apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.Established,
 		Status: apiextensionsv1.ConditionFalse, Reason: "NotAccepted", Message: "not all names are accepted"}
 	if accepted.Status == apiextensionsv1.ConditionTrue {
-		if err := c.serve(crd); err != nil {
+		if err := c.serve(crd, false); err != nil {
 			established.Reason, established.Message = "InstallationFailure", err.Error()
 		} else {
 			established = apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.Established,
@@ -218,9 +218,15 @@ func (c *Controller) acceptNames(crd *apiextensionsv1.CustomResourceDefinition) 
 	return out, cond
 }
 
+// terminatingVerbs are the verbs of a terminating CRD's kinds: all but
+// create, as Kubernetes refuses new custom resources of a CRD being
+// deleted (405).
+var terminatingVerbs = slices.DeleteFunc(slices.Clone(registry.AllVerbs), func(v string) bool { return v == "create" })
+
 // serve adds (or replaces) the kinds of crd's served versions in the
-// registry and removes those of versions no longer served.
-func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition) error {
+// registry and removes those of versions no longer served. The kinds of
+// a terminating CRD do not allow create.
+func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition, terminating bool) error {
 	want := map[schema.GroupVersionResource]registry.Kind{}
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {
@@ -231,7 +237,14 @@ func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition) error 
 			return err
 		}
 		k := cr.Kind()
+		if terminating {
+			k.Verbs = terminatingVerbs
+		}
 		want[k.GroupVersionResource()] = k
+	}
+	from := crd.ResourceVersion // what the registered kinds were built from
+	if terminating {
+		from = "terminating" // its spec no longer changes what is served
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -248,7 +261,7 @@ func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition) error 
 	}
 	var errs []error
 	for gvr, k := range want {
-		if have[gvr] == crd.ResourceVersion {
+		if have[gvr] == from {
 			continue
 		}
 		if _, ok := have[gvr]; ok {
@@ -259,7 +272,7 @@ func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition) error 
 			errs = append(errs, err)
 			continue
 		}
-		have[gvr] = crd.ResourceVersion
+		have[gvr] = from
 	}
 	return errors.Join(errs...)
 }
@@ -293,6 +306,11 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 	if !apihelpers.CRDHasFinalizer(crd, apiextensionsv1.CustomResourceCleanupFinalizer) {
 		return nil
 	}
+	if apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		if err := c.serve(crd, true); err != nil {
+			c.log.Warn("customresourcedefinition: serving a terminating CRD", "crd", crd.Name, "err", err)
+		}
+	}
 	res, err := c.storage(crd)
 	if err != nil {
 		return err
@@ -316,6 +334,9 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 		}
 	}
 	c.unserve(crd.Name, nil)
+	if res.Plural != "" {
+		c.st.Forget(res)
+	}
 	out, err := c.st.GuaranteedUpdate(ctx, CustomResourceDefinitions, "", crd.Name, &store.Preconditions{UID: &crd.UID}, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*apiextensionsv1.CustomResourceDefinition)
 		apihelpers.CRDRemoveFinalizer(cur, apiextensionsv1.CustomResourceCleanupFinalizer)
