@@ -22,6 +22,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -189,6 +190,13 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		g.Go(func() error { return cm.Run(ctx) })
+		if !o.apiserver {
+			// The apiserver adds the kinds of CustomResourceDefinitions to
+			// the registry; without it, this process does, so the gc and
+			// namespace controllers cover custom resources.
+			crds := apiextensions.NewController(st, reg, slog.Default())
+			g.Go(func() error { crds.Run(ctx, 2); return nil })
+		}
 	}
 	err = g.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
