@@ -6,7 +6,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
+	"github.com/orca-edge/orca/controlplane/store"
 )
 
 func TestValidateSecret(t *testing.T) {
@@ -79,4 +83,34 @@ func errorKeys(errs field.ErrorList) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+func TestSecretKind(t *testing.T) {
+	sec := func(typ corev1.SecretType, data, stringData map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"}, Type: typ, StringData: stringData}
+		for k, v := range data {
+			if s.Data == nil {
+				s.Data = map[string][]byte{}
+			}
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	registrytest.Run(t, Secret(), []registrytest.Case{
+		{Name: "Opaque, stringData merged", Obj: sec("", map[string]string{"a": "1", "b": "1"}, map[string]string{"b": "2"}), Check: func(t *testing.T, out store.Object) {
+			s := out.(*corev1.Secret)
+			if s.Type != corev1.SecretTypeOpaque || string(s.Data["a"]) != "1" || string(s.Data["b"]) != "2" || s.StringData != nil {
+				t.Errorf("secret %+v", s)
+			}
+		}},
+		{Name: "tls needs keys", Obj: sec(corev1.SecretTypeTLS, nil, nil), Errors: []string{"FieldValueRequired:data[tls.crt]", "FieldValueRequired:data[tls.key]"}},
+		{Name: "type kept when not sent", Old: sec(corev1.SecretTypeBasicAuth, map[string]string{"username": "u"}, nil), Obj: sec("", map[string]string{"username": "v"}, nil),
+			Check: func(t *testing.T, out store.Object) {
+				if s := out.(*corev1.Secret); s.Type != corev1.SecretTypeBasicAuth {
+					t.Errorf("type %s", s.Type)
+				}
+			}},
+		{Name: "type immutable", Old: sec("", nil, nil), Obj: sec(corev1.SecretTypeBasicAuth, map[string]string{"username": "u"}, nil), Errors: []string{"FieldValueInvalid:type"}},
+	})
+	registrytest.CheckTable(t, Secret(), sec("", nil, nil))
 }
