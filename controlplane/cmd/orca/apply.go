@@ -12,10 +12,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-
-	"github.com/orca-edge/orca/controlplane/store"
 )
 
 // lastAppliedAnnotation is where kubectl's client-side apply keeps the
@@ -48,9 +47,10 @@ func newApplyCmd() *cobra.Command {
 // to apply", as kubectl apply.
 func apply(out io.Writer, server, file, namespace string) error {
 	n := 0
+	res := newResolver(server)
 	if err := eachObject(file, func(u *unstructured.Unstructured) error {
 		n++
-		return applyOne(out, server, u, namespace)
+		return applyOne(out, server, res, u, namespace)
 	}); err != nil {
 		return err
 	}
@@ -89,31 +89,62 @@ func eachObject(file string, f func(*unstructured.Unstructured) error) error {
 	}
 }
 
+// resolver maps a manifest object's apiVersion and kind to its REST
+// collection path with the server's discovery (GET /api/v1,
+// /apis/<group>/<version>), as kubectl's RESTMapper: every kind the
+// server serves, those it added at run time (custom resources) included.
+// Each group version is asked once per resolver.
+type resolver struct {
+	server string
+	lists  map[string]*metav1.APIResourceList // by group version; nil: not served
+}
+
+func newResolver(server string) *resolver {
+	return &resolver{server: server, lists: map[string]*metav1.APIResourceList{}}
+}
+
 // resourcePath returns the collection path of obj's kind, e.g.
-// "/apis/apps/v1/namespaces/default/deployments".
-func resourcePath(u *unstructured.Unstructured, namespace string) (string, error) {
+// "/apis/apps/v1/namespaces/default/deployments", and sets obj's
+// namespace to namespace when it is namespaced and names none.
+func (r *resolver) resourcePath(u *unstructured.Unstructured, namespace string) (string, error) {
 	gvk := u.GroupVersionKind()
-	for _, r := range store.All {
-		if r.Kind != gvk.Kind || r.Group != gvk.Group || r.Version != gvk.Version {
-			continue
+	base := "/api/" + gvk.Version
+	if gvk.Group != "" {
+		base = "/apis/" + gvk.Group + "/" + gvk.Version
+	}
+	gv := gvk.GroupVersion().String()
+	list, ok := r.lists[gv]
+	if !ok {
+		var l metav1.APIResourceList
+		code, err := do(r.server, http.MethodGet, base, nil, &l)
+		if err != nil {
+			return "", fmt.Errorf("discover %s: %w", gv, err)
 		}
-		p := "/api/" + r.Version
-		if r.Group != "" {
-			p = "/apis/" + r.Group + "/" + r.Version
+		if code == http.StatusOK {
+			list = &l
 		}
-		if r.Namespaced {
-			if u.GetNamespace() == "" {
-				u.SetNamespace(namespace)
+		r.lists[gv] = list
+	}
+	if list != nil {
+		for _, res := range list.APIResources {
+			if res.Kind != gvk.Kind || strings.Contains(res.Name, "/") {
+				continue
 			}
-			p += "/namespaces/" + url.PathEscape(u.GetNamespace())
+			p := base
+			if res.Namespaced {
+				if u.GetNamespace() == "" {
+					u.SetNamespace(namespace)
+				}
+				p += "/namespaces/" + url.PathEscape(u.GetNamespace())
+			}
+			return p + "/" + res.Name, nil
 		}
-		return p + "/" + r.Plural, nil
 	}
 	return "", fmt.Errorf("%s %q: kind %s is not served by orca", gvk.GroupVersion(), u.GetName(), gvk.Kind)
 }
 
-func applyOne(out io.Writer, server string, u *unstructured.Unstructured, namespace string) error {
-	coll, err := resourcePath(u, namespace)
+func applyOne(out io.Writer, server string, res *resolver, u *unstructured.Unstructured, namespace string) error {
+	coll, err := res.resourcePath(u, namespace)
 	if err != nil {
 		return err
 	}

@@ -37,8 +37,9 @@ func newDeleteCmd() *cobra.Command {
 
 func deleteManifest(ctx context.Context, out io.Writer, server, file, namespace string, wait time.Duration) error {
 	var items, whats []string
+	res := newResolver(server)
 	err := eachObject(file, func(u *unstructured.Unstructured) error {
-		coll, err := resourcePath(u, namespace)
+		coll, err := res.resourcePath(u, namespace)
 		if err != nil {
 			return err
 		}
