@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/orca-edge/orca/controlplane/store"
 )
 
 const applyType = "application/apply-patch+yaml"
@@ -198,5 +202,29 @@ func TestManagedFieldsOnEveryWrite(t *testing.T) {
 	code, out := e.do(http.MethodPatch, path+"?fieldManager=applier", applyType, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 2}\n")
 	if code != http.StatusConflict || !strings.Contains(string(out), `conflict with \"scaler\" with subresource \"scale\": .spec.replicas`) {
 		t.Fatalf("conflict with scaler: %d %s", code, out)
+	}
+}
+
+// TestControllerWritesKeepManagedFields: a controller's status write
+// through the registry (not through the API) keeps the managedFields it
+// read, so the applier's next apply does not conflict with a
+// "before-first-apply" manager.
+func TestControllerWritesKeepManagedFields(t *testing.T) {
+	e := newEnv(t)
+	path := "/apis/apps/v1/namespaces/default/deployments/web"
+	dep := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: %d\n  selector: {matchLabels: {app: web}}\n" +
+		"  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n"
+	e.must(http.StatusCreated, http.MethodPatch, path+"?fieldManager=applier", applyType, fmt.Sprintf(dep, 1), nil)
+	_, err := e.srv.reg.GuaranteedUpdateStatus(context.Background(), e.st, store.Deployments, "default", "web", nil, func(cur store.Object) (store.Object, error) {
+		cur.(*appsv1.Deployment).Status.Replicas = 1
+		return cur, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	e.must(http.StatusOK, http.MethodPatch, path+"?fieldManager=applier", applyType, fmt.Sprintf(dep, 2), &d)
+	if got := strings.Join(managers(&d), ","); got != "applier/Apply" || *d.Spec.Replicas != 2 || d.Status.Replicas != 1 {
+		t.Fatalf("managers %s, replicas %d, status %d", got, *d.Spec.Replicas, d.Status.Replicas)
 	}
 }
