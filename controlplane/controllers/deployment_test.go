@@ -149,8 +149,7 @@ func TestRollingUpdate(t *testing.T) {
 				}
 				// Make at most one new pod ready per step.
 				for _, p := range pods {
-					if !ctrlutil.IsPodReady(p) {
-						markReady(t, s, p.Namespace, p.Name, true, nil)
+					if !ctrlutil.IsPodReady(p) && markReadyIfExists(t, s, p.Namespace, p.Name) {
 						steps++
 						break
 					}

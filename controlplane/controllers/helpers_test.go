@@ -15,6 +15,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 )
@@ -63,6 +64,15 @@ func create[T store.Object](t *testing.T, s *store.Store, r store.Resource, obj 
 // update applies f to the stored object, retrying on conflict.
 func update[T store.Object](t *testing.T, s *store.Store, r store.Resource, ns, name string, f func(T)) T {
 	t.Helper()
+	out, err := tryUpdate(s, r, ns, name, f)
+	if err != nil {
+		t.Fatalf("update %s %s/%s: %v", r.Kind, ns, name, err)
+	}
+	return out
+}
+
+// tryUpdate is update returning its error (NotFound for a missing object).
+func tryUpdate[T store.Object](s *store.Store, r store.Resource, ns, name string, f func(T)) (T, error) {
 	var out T
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		o, err := s.Get(context.Background(), r, ns, name)
@@ -78,10 +88,7 @@ func update[T store.Object](t *testing.T, s *store.Store, r store.Resource, ns, 
 		out = u.(T)
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("update %s %s/%s: %v", r.Kind, ns, name, err)
-	}
-	return out
+	return out, err
 }
 
 func list[T store.Object](t *testing.T, s *store.Store, r store.Resource, ns string) []T {
@@ -136,7 +143,26 @@ func activePods(t *testing.T, s *store.Store, app string) []*corev1.Pod {
 // container ports served on the given host ports, and is Ready (or not).
 func markReady(t *testing.T, s *store.Store, ns, name string, ready bool, hostPorts map[int32]int32) *corev1.Pod {
 	t.Helper()
-	return update(t, s, store.Pods, ns, name, func(p *corev1.Pod) {
+	return update(t, s, store.Pods, ns, name, podReady(ready, hostPorts))
+}
+
+// markReadyIfExists is markReady(ready true) for a pod listed a moment ago,
+// which its ReplicaSet may have deleted since (scaling down): it reports
+// whether the pod was still there.
+func markReadyIfExists(t *testing.T, s *store.Store, ns, name string) bool {
+	t.Helper()
+	_, err := tryUpdate(s, store.Pods, ns, name, podReady(true, nil))
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("mark pod %s/%s ready: %v", ns, name, err)
+	}
+	return true
+}
+
+func podReady(ready bool, hostPorts map[int32]int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIP = "127.0.0.1"
 		p.Status.HostIP = "127.0.0.1"
@@ -148,15 +174,15 @@ func markReady(t *testing.T, s *store.Store, ns, name string, ready bool, hostPo
 			st = corev1.ConditionTrue
 		}
 		store.SetPodCondition(&p.Status, corev1.PodCondition{Type: corev1.PodReady, Status: st})
-	})
+	}
 }
 
-// readyAll marks every active, not yet ready pod of app ready.
+// readyAll marks every active, not yet ready pod of app ready (skipping
+// those deleted since they were listed) and returns how many it marked.
 func readyAll(t *testing.T, s *store.Store, app string) int {
 	n := 0
 	for _, p := range activePods(t, s, app) {
-		if !ctrlutil.IsPodReady(p) {
-			markReady(t, s, p.Namespace, p.Name, true, nil)
+		if !ctrlutil.IsPodReady(p) && markReadyIfExists(t, s, p.Namespace, p.Name) {
 			n++
 		}
 	}

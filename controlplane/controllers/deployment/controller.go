@@ -35,13 +35,14 @@ type Controller struct {
 	rss   *store.Informer
 	pods  *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
+	exp   *writeExpectations
 	rec   *events.Recorder
 }
 
 // New returns a controller over the Deployments, ReplicaSets and Pods
 // informers and registers its handlers; call Run after they synced.
 func New(s *store.Store, reg *registry.Registry, ds, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), rec: events.New(s, "deployment-controller", "")}
+	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newWriteExpectations(), rec: events.New(s, "deployment-controller", "")}
 	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	rss.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },

@@ -58,7 +58,16 @@ func (c *Controller) reconcileNewReplicaSet(ctx context.Context, all []*appsv1.R
 // reconcileOldReplicaSets scales old ReplicaSets down while at least
 // replicas - maxUnavailable pods stay available (the
 // DeploymentController's reconcileOldReplicaSets): first their unhealthy
-// replicas, then available ones, oldest ReplicaSet first.
+// replicas, then available ones, oldest ReplicaSet first. It only ever
+// lowers spec.replicas.
+//
+// A ReplicaSet's status lags its spec: just after a scale-down it still
+// counts the pods its controller is about to delete, so status.availableReplicas
+// may exceed spec.replicas. Such a ReplicaSet has no unhealthy replicas to
+// clean up (Kubernetes' cleanupUnhealthyReplicas refuses the scale-up the
+// plain difference would ask for), and it counts as at most spec.replicas
+// available pods, which is all it keeps: counting the doomed ones too would
+// scale the others down below minAvailable.
 func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, d *appsv1.Deployment) (bool, error) {
 	oldPods, _, _, _ := sumReplicas(old)
 	if oldPods == 0 {
@@ -66,7 +75,7 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*ap
 	}
 	allPods, _, _, _ := sumReplicas(all)
 	minAvailable := replicasOf(d.Spec.Replicas) - maxUnavailable(d)
-	newUnavailable := rsReplicas(newRS) - newRS.Status.AvailableReplicas
+	newUnavailable := rsReplicas(newRS) - keptAvailable(newRS)
 	maxScaledDown := allPods - minAvailable - newUnavailable
 	if maxScaledDown <= 0 {
 		return false, nil
@@ -83,10 +92,11 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*ap
 		// (a scale-down not yet observed) has no unhealthy replica to
 		// remove; r-available < 0 would scale up (Kubernetes'
 		// cleanupUnhealthyReplicas refuses that too).
-		if r == 0 || r <= rs.Status.AvailableReplicas {
+		unhealthy := r - keptAvailable(rs)
+		if r == 0 || unhealthy <= 0 {
 			continue
 		}
-		down := min(maxScaledDown-cleaned, r-rs.Status.AvailableReplicas)
+		down := min(maxScaledDown-cleaned, unhealthy)
 		scaled, err := c.scaleRS(ctx, rs, r-down, d)
 		if err != nil {
 			return false, err
@@ -95,8 +105,10 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*ap
 		cleaned += down
 	}
 	// Then available ones, down to minAvailable.
-	allNow := append(append([]*appsv1.ReplicaSet(nil), old...), newRS)
-	_, _, _, available := sumReplicas(allNow)
+	var available int32
+	for _, rs := range append(append([]*appsv1.ReplicaSet(nil), old...), newRS) {
+		available += keptAvailable(rs)
+	}
 	var down int32
 	if available > minAvailable {
 		total := available - minAvailable
@@ -118,6 +130,13 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*ap
 		}
 	}
 	return cleaned+down > 0, nil
+}
+
+// keptAvailable is how many of rs's available pods it keeps: its
+// status.availableReplicas, at most spec.replicas (see
+// reconcileOldReplicaSets).
+func keptAvailable(rs *appsv1.ReplicaSet) int32 {
+	return max(min(rs.Status.AvailableReplicas, rsReplicas(rs)), 0)
 }
 
 // rolloutRecreate is the DeploymentController's rolloutRecreate: scale

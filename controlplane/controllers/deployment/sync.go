@@ -20,9 +20,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name := ctrlutil.SplitKey(key)
 	obj, ok := c.ds.Get(ns, name)
 	if !ok {
+		c.exp.forget(key)
 		return nil
 	}
 	d := obj.(*appsv1.Deployment).DeepCopy()
+	if !c.exp.satisfied(key, ns, c.rss.Get) {
+		// The informer's event for the pending write enqueues d again;
+		// the delayed add is the timeout's fallback.
+		c.queue.AddAfter(key, ExpectationsTimeout)
+		return nil
+	}
 	// The apiserver rejects these; never select every ReplicaSet, nor
 	// create ones whose pods the selector misses.
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
@@ -112,7 +119,7 @@ func (c *Controller) syncNewRS(ctx context.Context, d *appsv1.Deployment, rs *ap
 	if !mutate(rs.DeepCopy()) {
 		return rs, nil
 	}
-	return c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) { mutate(cur) })
+	return c.updateRS(ctx, d, rs, func(cur *appsv1.ReplicaSet) { mutate(cur) })
 }
 
 // copyAnnotations copies d's annotations to rs, except those that belong
@@ -177,6 +184,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 	copyAnnotations(d, rs)
 	created, err := c.reg.Create(ctx, c.s, store.ReplicaSets, rs)
 	if err == nil {
+		c.exp.wrote(store.KeyOf(d), created)
 		if n := rsReplicas(rs); n > 0 {
 			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from 0 to %d", rs.Name, n))
 		}
@@ -191,6 +199,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 	}
 	ex := existing.(*appsv1.ReplicaSet)
 	if ref := metav1.GetControllerOfNoCopy(ex); ref != nil && ref.UID == d.UID && equalIgnoreHash(&ex.Spec.Template, &d.Spec.Template) {
+		c.exp.wrote(store.KeyOf(d), ex)
 		return ex, nil // created by an earlier sync the cache has not shown yet
 	}
 	// A hash collision: count it so that the next hash differs.
@@ -230,8 +239,8 @@ func (c *Controller) setDeploymentRevision(ctx context.Context, d *appsv1.Deploy
 }
 
 // updateRS applies mutate to the stored ReplicaSet (retrying on conflict)
-// and returns the result.
-func (c *Controller) updateRS(ctx context.Context, rs *appsv1.ReplicaSet, mutate func(*appsv1.ReplicaSet)) (*appsv1.ReplicaSet, error) {
+// and returns the result; d's next sync waits until the informer shows it.
+func (c *Controller) updateRS(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, mutate func(*appsv1.ReplicaSet)) (*appsv1.ReplicaSet, error) {
 	out, err := c.reg.GuaranteedUpdate(ctx, c.s, store.ReplicaSets, rs.Namespace, rs.Name, nil, func(obj store.Object) (store.Object, error) {
 		cur := obj.(*appsv1.ReplicaSet)
 		if cur.UID != rs.UID {
@@ -243,6 +252,7 @@ func (c *Controller) updateRS(ctx context.Context, rs *appsv1.ReplicaSet, mutate
 	if err != nil {
 		return nil, fmt.Errorf("update replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
+	c.exp.wrote(store.KeyOf(d), out)
 	return out.(*appsv1.ReplicaSet), nil
 }
 
@@ -255,8 +265,7 @@ func (c *Controller) scaleRS(ctx context.Context, rs *appsv1.ReplicaSet, n int32
 		return rs, nil
 	}
 	from := rsReplicas(rs)
-	out, err := c.updateRS(ctx, rs, func(cur *appsv1.ReplicaSet) {
-
+	out, err := c.updateRS(ctx, d, rs, func(cur *appsv1.ReplicaSet) {
 		if rsReplicas(cur) != n {
 			cur.Spec.Replicas = &n // generation: the registry bumps it
 		}
