@@ -88,10 +88,7 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, all, old []*ap
 			break
 		}
 		r := rsReplicas(rs)
-		// A status that still counts more available pods than the spec
-		// (a scale-down not yet observed) has no unhealthy replica to
-		// remove; r-available < 0 would scale up (Kubernetes'
-		// cleanupUnhealthyReplicas refuses that too).
+		// None when the status still counts pods above the spec.
 		unhealthy := r - keptAvailable(rs)
 		if r == 0 || unhealthy <= 0 {
 			continue
