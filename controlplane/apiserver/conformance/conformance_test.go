@@ -241,7 +241,7 @@ func (r result) counts() string { return fmt.Sprintf("%d passed, %d failed", r.p
 // version.
 func TestKubectlConformance(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the kubectl conformance script takes 30 to 90 s: not in short mode")
+		t.Skip("the kubectl conformance script takes 1 to 3 minutes: not in short mode")
 	}
 	versions := requireKubectls(t)
 	nodes := []string{"node-a"}
