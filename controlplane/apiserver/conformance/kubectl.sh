@@ -256,8 +256,8 @@ k get deployment web -o jsonpath='{.spec.replicas} {.status.replicas} {.status.r
 is "scaled deployment's status" "3 3 3 3"
 k describe deployment web
 expect "describe" '^Name: +web$' '^Replicas: +3 desired \| 3 updated \| 3 total \| 3 available \| 0 unavailable$' '^Events:'
-# Events are recorded asynchronously.
-eventually_match "describe shows the scaling event" "$T" 'ScalingReplicaSet +[0-9a-z]+ +deployment-controller +Scaled up replica set web-[a-z0-9]+ (from 2 )?to 3' describe deployment web
+# Events are recorded asynchronously; a repeated one shows "(x2 over 3s)".
+eventually_match "describe shows the scaling event" "$T" 'ScalingReplicaSet +.+ +deployment-controller +Scaled up replica set web-[a-z0-9]+ (from 2 )?to 3' describe deployment web
 k rollout history deployment/web
 expect "rollout history" '^REVISION +CHANGE-CAUSE$' '^1 ' '^2 '
 k set image deployment/web web=hello-wasm:v2
