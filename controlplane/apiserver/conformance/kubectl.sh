@@ -226,6 +226,24 @@ is "JSON patch applied its operations" '{"j":"json","k":"replaced"}'
 k patch configmap conf-created --type=json -p '[{"op":"test","path":"/data/j","value":"other"}]'
 refused "JSON patch test operation fails" 'test'
 
+# --- apply --server-side ---------------------------------------------------
+k apply --server-side -f "$TD/ssa.yaml"
+expect "apply --server-side" "^configmap/conf-ssa serverside-applied$"
+k get configmap conf-ssa --show-managed-fields -o json
+expect "server-side apply records the field manager" '"manager": "kubectl"' '"operation": "Apply"' '"f:color": \{\}'
+sed '/size: small/d' "$TD/ssa.yaml" >"$tmp/ssa-nosize.yaml"
+k apply --server-side -f "$tmp/ssa-nosize.yaml"
+expect "apply --server-side of fewer fields" "^configmap/conf-ssa serverside-applied$"
+k get configmap conf-ssa -o jsonpath='{.data}'
+is "server-side apply removes the fields its manager no longer applies" '{"color":"blue"}'
+sed 's/color: blue/color: red/' "$tmp/ssa-nosize.yaml" >"$tmp/ssa-red.yaml"
+k apply --server-side --field-manager=other -f "$tmp/ssa-red.yaml"
+refused "server-side apply of another manager's field conflicts" 'conflict with "kubectl"' '\.data\.color'
+k apply --server-side --field-manager=other --force-conflicts -f "$tmp/ssa-red.yaml"
+expect "apply --server-side --force-conflicts" "^configmap/conf-ssa serverside-applied$"
+k get configmap conf-ssa --show-managed-fields -o jsonpath='{.data.color} {range .metadata.managedFields[*]}{.manager}={.fieldsV1}{" "}{end}'
+expect "--force-conflicts moves the field to the new manager" '^red ' 'other=\{"f:data":\{"f:color":\{\}\}\}'
+
 # --- label, annotate ------------------------------------------------------
 k label configmap conf-created tier=backend
 expect "label" "^configmap/conf-created labeled$"
