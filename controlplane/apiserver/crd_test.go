@@ -183,6 +183,27 @@ func TestKubectlCustomResources(t *testing.T) {
 		t.Errorf("explain crontabs.spec.cronSpec:\n%s", out)
 	}
 
+	// kubectl 1.27 and 1.28 validate client-side against /openapi/v2.
+	for _, v := range []string{"1.27", "1.28"} {
+		path := "/usr/lib/google-cloud-sdk/bin/kubectl." + v
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		name := "old-" + strings.ReplaceAll(v, ".", "-")
+		out, err := e.kubectlAt(ctx, path, fmt.Sprintf(crontab, name, "red"), "apply", "-f", "-")
+		if err != nil || !strings.Contains(out, name+" created") {
+			t.Errorf("kubectl %s apply: %v\n%s", v, err, out)
+		}
+		out, err = e.kubectlAt(ctx, path, strings.Replace(fmt.Sprintf(crontab, name+"-bad", "red"), "image: my-cron-image", "image: my-cron-image, bogus: 1", 1), "apply", "-f", "-")
+		if err == nil || !strings.Contains(out, "bogus") {
+			t.Errorf("kubectl %s apply with an unknown field: %v\n%s", v, err, out)
+		}
+		if out, err := e.kubectlAt(ctx, path, "", "explain", "crontab.spec.cronSpec"); err != nil || !strings.Contains(out, "The schedule in cron format") {
+			t.Errorf("kubectl %s explain: %v\n%s", v, err, out)
+		}
+		e.mustKubectl("", "delete", "crontab", name)
+	}
+
 	// get -w sees a custom resource created while it watches.
 	home := t.TempDir()
 	cmd := exec.CommandContext(ctx, kubectlPath, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "get", "crontabs", "-w", "--request-timeout=50s")
