@@ -364,3 +364,4 @@ func TestCustomResourceDefinitionLifecycle(t *testing.T) {
 	// The conflict is gone with it: gadgets gets its names.
 	waitCondition("gadgets.demo.example.com", "Established", "True")
 }
+

@@ -216,6 +216,12 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stopCRDs()
 	crds := apiextensions.NewController(s.st, s.reg, s.log)
 	go crds.Run(crdCtx, 2)
+	select { // so that custom resources do not answer 404 after a restart
+	case <-crds.Synced():
+	case <-time.After(10 * time.Second):
+		s.log.Warn("apiserver: serving before the CustomResourceDefinitions were synced")
+	case <-ctx.Done():
+	}
 	// Headers must arrive within 10 s and an idle keep-alive connection is
 	// closed after 90 s; bodies are bounded per request (limitRequests).
 	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second,

@@ -44,6 +44,8 @@ type Controller struct {
 	log *slog.Logger
 	inf *store.Informer
 
+	synced chan struct{} // closed once every stored CRD was synced once
+
 	mu     sync.Mutex                                        // guards served
 	served map[string]map[schema.GroupVersionResource]string // CRD name -> registered resources -> CRD resourceVersion they came from
 }
@@ -55,7 +57,7 @@ func NewController(st *store.Store, reg *registry.Registry, log *slog.Logger) *C
 		log = slog.Default()
 	}
 	return &Controller{st: st, reg: reg, log: log, inf: store.NewInformer(st, CustomResourceDefinitions),
-		served: map[string]map[schema.GroupVersionResource]string{}}
+		synced: make(chan struct{}), served: map[string]map[schema.GroupVersionResource]string{}}
 }
 
 // Run runs the controller until ctx ends, with workers workers.
@@ -84,12 +86,21 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !c.inf.WaitForSync(ctx) {
 		return
 	}
+	// A first pass over the stored CRDs before the workers, so that
+	// Synced means their kinds are served (failures are retried by the
+	// workers: the informer queued every CRD).
+	for _, o := range c.inf.List("", nil) {
+		if err := c.sync(ctx, o.GetName()); err != nil {
+			c.log.Debug("customresourcedefinition: first sync", "crd", o.GetName(), "err", err)
+		}
+	}
+	close(c.synced)
 	ctrlutil.RunWorkers(ctx, "customresourcedefinitions", q, workers, c.sync)
 }
 
-// WaitForSync waits until the controller's informer has listed the CRDs
-// (their kinds are then being added).
-func (c *Controller) WaitForSync(ctx context.Context) bool { return c.inf.WaitForSync(ctx) }
+// Synced is closed once the kinds of the CRDs stored when Run started
+// are in the registry (those that could be served).
+func (c *Controller) Synced() <-chan struct{} { return c.synced }
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	_, name := ctrlutil.SplitKey(key)
