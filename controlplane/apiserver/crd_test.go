@@ -364,4 +364,3 @@ func TestCustomResourceDefinitionLifecycle(t *testing.T) {
 	// The conflict is gone with it: gadgets gets its names.
 	waitCondition("gadgets.demo.example.com", "Established", "True")
 }
-
