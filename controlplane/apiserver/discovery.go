@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"sort"
 
 	"github.com/labstack/echo/v4"
@@ -35,17 +36,26 @@ func (s *Server) apiVersions(c echo.Context) error {
 	return c.JSON(http.StatusOK, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}, ServerAddressByClientCIDRs: serverAddresses(c)})
 }
 
-// groups returns the non-core API groups, sorted, with orca.dev last.
+// groups returns the non-core API groups, sorted, with orca.dev last;
+// each lists every version the registry serves, the first registered
+// being the preferred one.
 func (s *Server) groups() []metav1.APIGroup {
-	seen := map[string]bool{}
+	index := map[string]int{}
 	var out []metav1.APIGroup
 	for _, r := range s.reg.All() {
-		if r.Group == "" || seen[r.Group] {
+		if r.Group == "" {
 			continue
 		}
-		seen[r.Group] = true
 		gv := metav1.GroupVersionForDiscovery{GroupVersion: r.APIVersion(), Version: r.Version}
-		out = append(out, metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: r.Group, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})
+		i, ok := index[r.Group]
+		if !ok {
+			index[r.Group] = len(out)
+			out = append(out, metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: r.Group, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})
+			continue
+		}
+		if !slices.Contains(out[i].Versions, gv) {
+			out[i].Versions = append(out[i].Versions, gv)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	gv := metav1.GroupVersionForDiscovery{GroupVersion: orcaGroup + "/v1", Version: "v1"}

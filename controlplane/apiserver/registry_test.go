@@ -31,6 +31,15 @@ func TestKindAddedAtRunTime(t *testing.T) {
 	if code, out := e.do(http.MethodGet, "/apis", "", nil); code != http.StatusOK || !strings.Contains(string(out), `"name":"example.com"`) {
 		t.Errorf("GET /apis = %d %s", code, out)
 	}
+	v2 := widgets
+	v2.Version = "v2"
+	if err := e.srv.reg.Add(registry.Kind{Resource: v2}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.do(http.MethodGet, "/apis/example.com", "", nil); code != http.StatusOK ||
+		!strings.Contains(string(out), `"versions":[{"groupVersion":"example.com/v1","version":"v1"},{"groupVersion":"example.com/v2","version":"v2"}],"preferredVersion":{"groupVersion":"example.com/v1"`) {
+		t.Errorf("GET /apis/example.com = %d %s", code, out)
+	}
 	if code, out := e.do(http.MethodGet, "/apis/example.com/v1", "", nil); code != http.StatusOK || !strings.Contains(string(out), `"name":"widgets"`) || !strings.Contains(string(out), `"wd"`) {
 		t.Errorf("discovery = %d %s", code, out)
 	}
@@ -46,7 +55,9 @@ func TestKindAddedAtRunTime(t *testing.T) {
 	if code, _ := e.do(http.MethodGet, coll+"?fieldSelector=spec.x%3Dy", "", nil); code != http.StatusBadRequest {
 		t.Errorf("unsupported field selector = %d", code)
 	}
-	e.srv.reg.Remove(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
+	for _, v := range []string{"v1", "v2"} {
+		e.srv.reg.Remove(schema.GroupVersionResource{Group: "example.com", Version: v, Resource: "widgets"})
+	}
 	if code, _ := e.do(http.MethodGet, coll, "", nil); code != http.StatusNotFound {
 		t.Errorf("GET after Remove = %d", code)
 	}
