@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/orca-edge/orca/controlplane/registry"
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
 )
 
 // A kind added to the registry while the server runs is served at once:
@@ -23,8 +23,7 @@ func TestKindAddedAtRunTime(t *testing.T) {
 	if _, out := e.do(http.MethodGet, "/openapi/v2", "", nil); strings.Contains(string(out), "/widgets") {
 		t.Fatal("OpenAPI has widgets before Add")
 	}
-	widgets := store.ConfigMaps
-	widgets.Group, widgets.Kind, widgets.ListKind, widgets.Plural, widgets.Singular, widgets.ShortNames = "example.com", "Widget", "WidgetList", "widgets", "widget", []string{"wd"}
+	widgets := registrytest.Widgets("v1")
 	if err := e.srv.reg.Add(registry.Kind{Resource: widgets, Categories: []string{"all"}}); err != nil {
 		t.Fatal(err)
 	}

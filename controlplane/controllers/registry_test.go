@@ -9,6 +9,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +32,7 @@ func TestKindAddedAtRunTime(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	widgets := store.ConfigMaps
-	widgets.Group, widgets.Kind, widgets.ListKind, widgets.Plural, widgets.Singular, widgets.ShortNames = "example.com", "Widget", "WidgetList", "widgets", "widget", nil
+	widgets := registrytest.Widgets("v1")
 	if err := reg.Add(registry.Kind{Resource: widgets}); err != nil {
 		t.Fatal(err)
 	}

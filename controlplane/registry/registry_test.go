@@ -14,15 +14,14 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
 // widget is a kind added at run time in these tests, stored as ConfigMaps
 // under another group.
 func widget(version string) registry.Kind {
-	r := store.ConfigMaps
-	r.Group, r.Version, r.Kind, r.ListKind, r.Plural, r.Singular, r.ShortNames = "example.com", version, "Widget", "WidgetList", "widgets", "widget", nil
-	return registry.Kind{Resource: r}
+	return registry.Kind{Resource: registrytest.Widgets(version)}
 }
 
 func TestAddRemoveLookup(t *testing.T) {

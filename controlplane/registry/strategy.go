@@ -141,7 +141,7 @@ func PrepareUpdate(k *Kind, sub string, obj, old store.Object) (store.Object, er
 		merge = keepStatus
 	case sub == "status" && k.Status:
 		merge = onlyStatus
-	case sub == "" || sub == "scale" && k.Scale != nil:
+	case sub == "":
 	default:
 		s, ok := k.Subresource(sub)
 		if !ok || s.Update == nil {

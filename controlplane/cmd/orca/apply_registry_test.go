@@ -14,7 +14,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
@@ -44,8 +44,7 @@ func TestApplyKindAddedAtRunTime(t *testing.T) {
 	if _, err := exec(); err == nil || !strings.Contains(err.Error(), "not served") {
 		t.Fatalf("apply before the kind exists: %v", err)
 	}
-	widgets := store.ConfigMaps
-	widgets.Group, widgets.Kind, widgets.ListKind, widgets.Plural, widgets.Singular, widgets.ShortNames = "example.com", "Widget", "WidgetList", "widgets", "widget", nil
+	widgets := registrytest.Widgets("v1")
 	if err := reg.Add(registry.Kind{Resource: widgets}); err != nil {
 		t.Fatal(err)
 	}

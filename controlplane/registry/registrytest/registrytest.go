@@ -126,3 +126,12 @@ func keys(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Widgets is a store resource for tests that add a kind at run time:
+// ConfigMap objects served as example.com/<version> Widget (plural
+// "widgets", short name "wd"), in a bucket of their own.
+func Widgets(version string) store.Resource {
+	r := store.ConfigMaps
+	r.Group, r.Version, r.Kind, r.ListKind, r.Plural, r.Singular, r.ShortNames = "example.com", version, "Widget", "WidgetList", "widgets", "widget", []string{"wd"}
+	return r
+}
