@@ -16,7 +16,8 @@ import (
 )
 
 // Bootstrap creates, when missing, the namespaces default, kube-system,
-// kube-public and kube-node-lease and the RuntimeClasses wasm (handler
+// kube-public and kube-node-lease (each with its default ServiceAccount)
+// and the RuntimeClasses wasm (handler
 // wasm) and runc (handler runc). It is idempotent.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	s.bootMu.Lock()
@@ -26,6 +27,7 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 		if _, err := s.createObject(ctx, store.Namespaces, "", obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("bootstrap namespace %s: %w", ns, err)
 		}
+		s.ensureDefaultServiceAccount(ctx, ns) // for a namespace made by an older orca
 	}
 	for _, h := range []string{nodeapi.HandlerWasm, nodeapi.HandlerContainerd} {
 		obj := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: h}, Handler: h}

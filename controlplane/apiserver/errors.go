@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,6 +66,10 @@ func writeError(c echo.Context, err error) {
 		return
 	}
 	st := statusOf(err)
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 && (st.Code == http.StatusTooManyRequests || st.Code >= 500) {
+		// As the Kubernetes apiserver: client-go waits and retries.
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+	}
 	b, _ := json.Marshal(st)
 	_ = c.JSONBlob(int(st.Code), b)
 }

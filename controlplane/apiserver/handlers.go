@@ -11,6 +11,7 @@ import (
 	"net/url"
 
 	"github.com/labstack/echo/v4"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,6 +192,12 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 	} else {
 		obj.SetNamespace("")
 	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		// Mutating admission, before defaults and validation.
+		if err := s.admitServiceAccount(ctx, pod); err != nil {
+			return nil, err
+		}
+	}
 	generate := obj.GetName() == "" && obj.GetGenerateName() != ""
 	for attempt := 0; ; attempt++ {
 		if generate {
@@ -213,6 +220,9 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 		release() // the store now holds the addresses (or they are free again)
 		if generate && apierrors.IsAlreadyExists(err) && attempt < 8 {
 			continue
+		}
+		if _, ok := out.(*corev1.Namespace); ok && err == nil {
+			s.ensureDefaultServiceAccount(ctx, out.GetName())
 		}
 		return out, err
 	}

@@ -22,8 +22,8 @@ import (
 
 // subresource serves a subresource the kind declares
 // (registry.Kind.Subresource): status, scale and the update subresources
-// (namespaces/finalize) generically, the others (pods' binding, log,
-// exec, attach, portforward) by their handler in connectors. A method
+// (namespaces/finalize) generically, the others (pods' binding, eviction,
+// log, exec, attach, portforward) by their handler in connectors. A method
 // that is not one of the subresource's verbs is a 405.
 func (s *Server) subresource(c echo.Context, ri reqInfo) error {
 	if err := requireNamespace(ri); err != nil {
@@ -68,6 +68,7 @@ var methodVerbs = map[string]string{http.MethodGet: "get", http.MethodPost: "cre
 // registry; these serve it. This table is static.
 var connectors = map[string]func(*Server, echo.Context, reqInfo) error{
 	"/Pod/binding":     (*Server).bind,
+	"/Pod/eviction":    (*Server).evict,
 	"/Pod/log":         (*Server).podLog,
 	"/Pod/exec":        (*Server).podRemoteCommand,
 	"/Pod/attach":      (*Server).podRemoteCommand,

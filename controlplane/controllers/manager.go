@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
+	"github.com/orca-edge/orca/controlplane/controllers/disruption"
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
 	"github.com/orca-edge/orca/controlplane/controllers/endpointslice"
 	"github.com/orca-edge/orca/controlplane/controllers/eventttl"
@@ -23,8 +24,11 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/controllers/podgc"
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
+	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/registry/core"
+	"github.com/orca-edge/orca/controlplane/registry/policy"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -90,8 +94,10 @@ func New(cfg Config) (*Manager, error) {
 		leases      = inf(store.Leases)
 		namespaces  = inf(store.Namespaces)
 		slices      = inf(store.EndpointSlices)
+		pdbs        = inf(policy.PodDisruptionBudgets)
+		sas         = inf(core.ServiceAccounts)
 	)
-	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices}}
+	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -106,6 +112,8 @@ func New(cfg Config) (*Manager, error) {
 		{namespace.Name, wrap(namespace.New(s, reg, namespaces).Run)},
 		{podgc.Name, wrap(podgc.New(s, pods, nodes, cfg.NodeMonitorGracePeriod).Run)},
 		{eventttl.Name, wrap(eventttl.New(s, cfg.EventTTL).Run)},
+		{disruption.Name, wrap(disruption.New(s, reg, policy.PodDisruptionBudgets, pdbs, pods, rss, deployments).Run)},
+		{serviceaccount.Name, wrap(serviceaccount.New(s, reg, namespaces, sas).Run)},
 	}
 	return m, nil
 }

@@ -72,3 +72,35 @@ func IsPodAvailable(pod *corev1.Pod, minReadySeconds int32, now metav1.Time) boo
 	d := time.Duration(minReadySeconds) * time.Second
 	return minReadySeconds == 0 || (!c.LastTransitionTime.IsZero() && c.LastTransitionTime.Add(d).Before(now.Time))
 }
+
+// UpdatePodCondition sets cond in st as Kubernetes' podutil
+// UpdatePodCondition: lastTransitionTime moves (to now) only when the
+// status changes, and an identical condition is left alone. It reports
+// whether st changed.
+func UpdatePodCondition(st *corev1.PodStatus, cond corev1.PodCondition, now time.Time) bool {
+	old := GetPodCondition(st, cond.Type)
+	if old == nil {
+		cond.LastTransitionTime = metav1.NewTime(now)
+		st.Conditions = append(st.Conditions, cond)
+		return true
+	}
+	if cond.Status == old.Status {
+		cond.LastTransitionTime = old.LastTransitionTime
+	} else {
+		cond.LastTransitionTime = metav1.NewTime(now)
+	}
+	same := cond.Status == old.Status && cond.Reason == old.Reason && cond.Message == old.Message &&
+		cond.LastProbeTime.Equal(&old.LastProbeTime) && cond.LastTransitionTime.Equal(&old.LastTransitionTime)
+	*old = cond
+	return !same
+}
+
+// GetPodCondition returns st's condition of type t, or nil.
+func GetPodCondition(st *corev1.PodStatus, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}

@@ -1,5 +1,6 @@
 // Package builtin assembles the kinds orca serves from its store
-// resources: the core, apps, coordination, node, discovery and apiextensions groups, in
+// resources: the core, apps, coordination, node, discovery,
+// apiextensions, policy and rbac.authorization.k8s.io groups, in
 // discovery order. Kinds added at run time (CustomResourceDefinitions)
 // are added to the registry New returns.
 package builtin
@@ -12,13 +13,15 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/registry/discovery"
 	"github.com/orca-edge/orca/controlplane/registry/node"
+	"github.com/orca-edge/orca/controlplane/registry/policy"
+	"github.com/orca-edge/orca/controlplane/registry/rbac"
 )
 
 // Kinds returns every built-in kind, in discovery order. A new group's
 // Kinds() is appended here.
 func Kinds() []registry.Kind {
 	var out []registry.Kind
-	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds()} {
+	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds(), policy.Kinds(), rbac.Kinds()} {
 		out = append(out, group...)
 	}
 	return out

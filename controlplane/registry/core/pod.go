@@ -18,8 +18,8 @@ import (
 // Pod is the pods kind, as Kubernetes' pkg/registry/core/pod/strategy.go:
 // a pod starts Pending; its spec is fixed but for images, tolerations
 // added, activeDeadlineSeconds lowered and the grace period; a bound pod
-// is deleted gracefully (its node agent removes it); binding, log, exec,
-// attach and portforward are served by the apiserver.
+// is deleted gracefully (its node agent removes it); binding, eviction,
+// log, exec, attach and portforward are served by the apiserver.
 func Pod() registry.Kind {
 	return registry.Kind{
 		Resource:   store.Pods,
@@ -28,6 +28,8 @@ func Pod() registry.Kind {
 		Subresources: []registry.Subresource{
 			{Name: "attach", Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: "binding", Kind: "Binding", Verbs: metav1.Verbs{"create"}},
+			// Group and version tell kubectl drain to evict (policy/v1).
+			{Name: "eviction", Kind: "Eviction", Group: "policy", Version: "v1", Verbs: metav1.Verbs{"create"}},
 			{Name: "exec", Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: "log", Verbs: metav1.Verbs{"get"}},
 			{Name: "portforward", Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}},
