@@ -47,8 +47,15 @@
 // validation) are what every write goes through. The apiserver calls the
 // two halves with its admission in between (ClusterIP and nodePort
 // allocation); the controllers call Registry.Create,
-// Registry.GuaranteedUpdate and Registry.GuaranteedUpdateStatus, the same
-// rules over the store.
+// Registry.GuaranteedUpdate, GuaranteedUpdateStatus and
+// GuaranteedUpdateSubresource, the same rules over the store. Deletes go
+// through Registry.Delete at the API and in the controllers alike
+// (preconditions, propagation finalizers, graceful deletion, kind
+// finalization), and an update that leaves a marked object without
+// finalizers deletes it (ShouldDeleteDuringUpdate).
+//
+// Each kind's file has a table-driven test over registrytest.Run and
+// registrytest.CheckTable.
 //
 // # Registry
 //
