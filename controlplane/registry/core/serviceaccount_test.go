@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
 )
 
 func TestServiceAccount(t *testing.T) {
@@ -26,6 +27,7 @@ func TestServiceAccount(t *testing.T) {
 	if cols := k.TableColumns(); len(cols) != 3 || cols[1].Name != "Secrets" {
 		t.Fatalf("columns %+v", cols)
 	}
+	registrytest.CheckTable(t, k, sa)
 	for _, name := range []string{"Builder", "a_b", ""} {
 		bad := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
 		if err := registry.BeforeCreate(&k, bad); err == nil {

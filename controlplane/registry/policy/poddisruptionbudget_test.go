@@ -1,36 +1,17 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/registrytest"
 )
-
-func causes(t *testing.T, err error) []string {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	var se *apierrors.StatusError
-	if !errors.As(err, &se) || !apierrors.IsInvalid(err) {
-		t.Fatalf("not a 422 Invalid: %v", err)
-	}
-	var out []string
-	for _, c := range se.ErrStatus.Details.Causes {
-		out = append(out, string(c.Type)+":"+c.Field)
-	}
-	slices.Sort(out)
-	return out
-}
 
 func TestPodDisruptionBudget(t *testing.T) {
 	k := PodDisruptionBudget()
@@ -66,7 +47,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.obj.Status.DisruptionsAllowed = 5 // clients may not set status
-			if got := causes(t, registry.BeforeCreate(&k, tc.obj)); !slices.Equal(got, tc.want) {
+			if got := registrytest.ErrorFields(t, registry.BeforeCreate(&k, tc.obj)); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 			if tc.obj.Status.DisruptionsAllowed != 0 {
@@ -76,12 +57,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	}
 
 	// The spec may change (generation bumps); a status write is checked.
-	old := pdb("web", num(2), nil, web)
-	if err := registry.BeforeCreate(&k, old); err != nil {
-		t.Fatal(err)
-	}
-	// As stored: a resourceVersion, a creationTimestamp in whole seconds.
-	old.ResourceVersion, old.CreationTimestamp = "1", metav1.NewTime(old.CreationTimestamp.Truncate(time.Second))
+	old := registrytest.Stored(t, &k, pdb("web", num(2), nil, web)).(*policyv1.PodDisruptionBudget)
 	next := old.DeepCopy()
 	next.Spec.MinAvailable = num(3)
 	out, err := registry.BeforeUpdate(&k, "", next, old)
@@ -90,7 +66,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	}
 	st := old.DeepCopy()
 	st.Status.DisruptionsAllowed = -1
-	if _, err := registry.BeforeUpdate(&k, "status", st, old); !slices.Equal(causes(t, err), []string{"FieldValueInvalid:status.disruptionsAllowed"}) {
+	if _, err := registry.BeforeUpdate(&k, "status", st, old); !slices.Equal(registrytest.ErrorFields(t, err), []string{"FieldValueInvalid:status.disruptionsAllowed"}) {
 		t.Fatalf("negative status: %v", err)
 	}
 
@@ -101,4 +77,5 @@ func TestPodDisruptionBudget(t *testing.T) {
 	if cols := k.TableColumns(); len(cols) != 5 || cols[3].Name != "Allowed Disruptions" {
 		t.Fatalf("columns %+v", cols)
 	}
+	registrytest.CheckTable(t, k, old, pdb("max", nil, pct("10%"), web))
 }
