@@ -47,7 +47,7 @@ type Controller struct {
 	synced chan struct{} // closed once every stored CRD was synced once
 
 	mu     sync.Mutex                                        // guards served
-	served map[string]map[schema.GroupVersionResource]string // CRD name -> registered resources -> CRD resourceVersion they came from
+	served map[string]map[schema.GroupVersionResource]string // CRD name -> registered resources -> what they came from (see serve)
 }
 
 // NewController returns a controller adding and removing the kinds of
@@ -253,7 +253,11 @@ func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition, termin
 		}
 		want[k.GroupVersionResource()] = k
 	}
-	from := crd.ResourceVersion // what the registered kinds were built from
+	// What the registered kinds were built from: the spec (generation)
+	// and the accepted names, not the resourceVersion, which every status
+	// or metadata write moves (re-adding the kinds then would restart
+	// everything that follows the registry).
+	from := fmt.Sprintf("%s/%d/%v", crd.UID, crd.Generation, crd.Status.AcceptedNames)
 	if terminating {
 		from = "terminating" // its spec no longer changes what is served
 	}
