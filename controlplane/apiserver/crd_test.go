@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -205,15 +203,7 @@ func TestKubectlCustomResources(t *testing.T) {
 	}
 
 	// get -w sees a custom resource created while it watches.
-	home := t.TempDir()
-	cmd := exec.CommandContext(ctx, kubectlPath, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "get", "crontabs", "-w", "--request-timeout=50s")
-	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
-	var buf storetest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	buf := e.kubectlBackground(ctx, "get", "crontabs", "-w", "--request-timeout=50s")
 	storetest.Eventually(t, 20*time.Second, func() error {
 		if !strings.Contains(buf.String(), "c2") {
 			return fmt.Errorf("get -w printed %q", buf.String())

@@ -38,6 +38,22 @@ func (e *env) kubectlAt(ctx context.Context, path, stdin string, args ...string)
 	return string(out), err
 }
 
+// kubectlBackground starts kubectl (get -w) and returns what it prints so
+// far; it is killed when the test ends or ctx does.
+func (e *env) kubectlBackground(ctx context.Context, args ...string) *storetest.SyncBuffer {
+	e.t.Helper()
+	home := e.t.TempDir()
+	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache")}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
+	buf := &storetest.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = buf, buf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return buf
+}
+
 func (e *env) mustKubectl(stdin string, args ...string) string {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -207,15 +223,7 @@ spec:
 	// get -w sees a change made while it watches.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	home := t.TempDir()
-	cmd := exec.CommandContext(ctx, kubectlPath, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "get", "pods", "-w", "--request-timeout=25s")
-	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
-	var buf storetest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	buf := e.kubectlBackground(ctx, "get", "pods", "-w", "--request-timeout=25s")
 	storetest.Eventually(t, 15*time.Second, func() error {
 		if !strings.Contains(buf.String(), "hello") {
 			return fmt.Errorf("get -w printed %q", buf.String())
