@@ -225,7 +225,10 @@ func slowBody(t *testing.T, addr, method, path string, n int) net.Conn {
 // slots are held; health checks and reads still answer.
 func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *Config) {
-		c.RequestTimeout = 2 * time.Second
+		// The slots are held until the request timeout; it is long
+		// enough that a loaded machine still sees the third request
+		// while they are.
+		c.RequestTimeout = 6 * time.Second
 		c.MaxMutatingRequestsInFlight = 2
 		c.MaxRequestsInFlight = 2
 	}))
@@ -233,8 +236,8 @@ func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 	path := "/api/v1/namespaces/default/configmaps"
 	held := []net.Conn{slowBody(t, addr, "POST", path, 100), slowBody(t, addr, "POST", path, 100)}
 	// Both slots are taken once the third request is refused.
-	storetest.Eventually(t, 5*time.Second, func() error {
-		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"metadata":{"name":"c"}}`))
+	storetest.Eventually(t, 6*time.Second, func() error {
+		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"metadata":{"generateName":"c-"}}`))
 		resp, err := e.http.Do(req)
 		if err != nil {
 			return err
@@ -256,7 +259,7 @@ func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 	e.must(http.StatusOK, http.MethodGet, "/readyz", "", nil, nil)
 	e.must(http.StatusOK, http.MethodGet, path, "", nil, nil)
 	for i, conn := range held {
-		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		if err := conn.SetReadDeadline(time.Now().Add(15 * time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
