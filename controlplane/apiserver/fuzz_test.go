@@ -29,11 +29,11 @@ import (
 
 // fuzzServer is a Server with what the decoders need and no store.
 func fuzzServer(t testing.TB) *Server {
-	pb, err := newProtobufDecoder()
+	reg := builtin.New()
+	pb, err := newProtobufDecoder(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := builtin.New()
 	return &Server{cfg: Config{MaxBodyBytes: 3 << 20}, pb: pb, reg: reg, fields: newFieldManagers(reg)}
 }
 

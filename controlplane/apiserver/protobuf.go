@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+
+	"github.com/orca-edge/orca/controlplane/registry"
 )
 
 // protobufMediaType is the Kubernetes protobuf envelope kubectl's typed
@@ -21,9 +23,12 @@ import (
 const protobufMediaType = "application/vnd.kubernetes.protobuf"
 
 // newProtobufDecoder returns a decoder for request bodies in Kubernetes'
-// protobuf encoding of the kinds orca serves (plus Binding, Scale and
-// DeleteOptions). Responses are always JSON, which those clients accept.
-func newProtobufDecoder() (runtime.Decoder, error) {
+// protobuf encoding of every kind of reg whose Go type has one (the
+// k8s.io/api kinds and their lists; custom resources and orca.dev kinds
+// have none), plus Binding, Scale and DeleteOptions. Kinds added to reg
+// later are not decoded: those are custom resources. Responses are always
+// JSON, which those clients accept.
+func newProtobufDecoder(reg *registry.Registry) (runtime.Decoder, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, nodev1.AddToScheme, autoscalingv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -31,7 +36,26 @@ func newProtobufDecoder() (runtime.Decoder, error) {
 		}
 	}
 	metav1.AddToGroupVersion(scheme, corev1.SchemeGroupVersion)
+	for _, k := range reg.All() {
+		gvk := k.GroupVersionKind()
+		if obj := k.New(); !scheme.Recognizes(gvk) && isProtobuf(obj) {
+			scheme.AddKnownTypeWithName(gvk, obj)
+		}
+		if list, listGVK := k.NewList(), gvk.GroupVersion().WithKind(k.ListKind); !scheme.Recognizes(listGVK) && isProtobuf(list) {
+			scheme.AddKnownTypeWithName(listGVK, list)
+		}
+	}
 	return protobuf.NewSerializer(scheme, scheme), nil
+}
+
+// isProtobuf reports whether obj has Kubernetes' generated protobuf
+// methods (those the protobuf serializer unmarshals with).
+func isProtobuf(obj runtime.Object) bool {
+	_, ok := obj.(interface {
+		Reset()
+		Unmarshal([]byte) error
+	})
+	return ok
 }
 
 // protobufToJSON decodes a protobuf body and re-encodes it as JSON, with

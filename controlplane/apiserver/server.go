@@ -174,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	pb, err := newProtobufDecoder()
+	pb, err := newProtobufDecoder(cfg.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
