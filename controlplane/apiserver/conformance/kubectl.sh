@@ -331,7 +331,7 @@ expect "rollout status of the drain deployment" 'successfully rolled out'
 k get pods -l app=drainme -o jsonpath='{.items[*].spec.nodeName}'
 is "the drain pod runs on the drained node" "$NODE"
 kt "$T" drain "$NODE"
-expect "drain" "^node/$NODE cordoned$" "^pod/drainme-.* (evicted|deleted)$" "^node/$NODE drained$"
+expect "drain evicts" "^node/$NODE cordoned$" "^evicting pod $NS/drainme-" "^pod/drainme-[a-z0-9-]+ evicted$" "^node/$NODE drained$"
 k get pods --field-selector "spec.nodeName=$NODE" -o name
 is "drain leaves no pod on the node" ""
 eventually "the drained pod's replacement waits (Pending)" "$T" Pending get pods -l app=drainme -o jsonpath='{.items[*].status.phase}'
@@ -339,6 +339,22 @@ k uncordon "$NODE"
 expect "uncordon the drained node" "^node/$NODE uncordoned$"
 kt "$T" rollout status deployment/drainme
 expect "the replacement runs once uncordoned" 'successfully rolled out'
+
+# --- a PodDisruptionBudget guards the drain ---------------------------------
+k create poddisruptionbudget drainme --selector=app=drainme --min-available=1
+expect "create poddisruptionbudget" "^poddisruptionbudget.policy/drainme created$"
+eventually "the disruption controller fills the budget's status" "$T" "1 1 0" get pdb drainme -o jsonpath='{.status.currentHealthy} {.status.desiredHealthy} {.status.disruptionsAllowed}'
+kt 15 drain "$NODE"
+refused "drain does not evict below the budget" "^node/$NODE cordoned$" "disruption budget"
+k get pods -l app=drainme -o jsonpath='{.items[*].spec.nodeName} {.items[*].status.phase}'
+is "the guarded pod keeps running" "$NODE Running"
+k patch pdb drainme --type=merge -p '{"spec":{"minAvailable":0}}'
+expect "patch the budget" "^poddisruptionbudget.policy/drainme patched$"
+eventually "the budget allows one disruption" "$T" "1" get pdb drainme -o jsonpath='{.status.disruptionsAllowed}'
+kt "$T" drain "$NODE"
+expect "drain evicts once the budget allows it" "^evicting pod $NS/drainme-" "^pod/drainme-[a-z0-9-]+ evicted$" "^node/$NODE drained$"
+k uncordon "$NODE"
+expect "uncordon after the guarded drain" "^node/$NODE uncordoned$"
 
 # --- delete with each cascade ---------------------------------------------
 kt "$T" wait --for=condition=Available deployment -l group=cascade
