@@ -48,7 +48,7 @@ type Kind struct {
 	// Generation means metadata.generation is bumped by every write that
 	// changes anything but metadata and status (Deployment, ReplicaSet:
 	// the kinds whose controllers report status.observedGeneration).
-	// False: generation stays 1.
+	// False: the kind has no generation (metadata.generation is not set).
 	Generation bool
 
 	// Default fills unset fields with the scheme's defaults

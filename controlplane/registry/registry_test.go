@@ -136,6 +136,11 @@ func TestBeforeCreate(t *testing.T) {
 	if p.Status.Phase != corev1.PodPending || p.Spec.RestartPolicy != corev1.RestartPolicyAlways || p.Spec.Containers[0].ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("prepare/default: phase %q restartPolicy %q pullPolicy %q", p.Status.Phase, p.Spec.RestartPolicy, p.Spec.Containers[0].ImagePullPolicy)
 	}
+	// A kind without Generation has none, as a ConfigMap in Kubernetes.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", Generation: 3}}
+	if err := registry.BeforeCreate(kindOf(t, store.ConfigMaps), cm); err != nil || cm.Generation != 0 {
+		t.Errorf("configmap generation %d, want none: %v", cm.Generation, err)
+	}
 	bad := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "Bad_Name"}}
 	err := registry.BeforeCreate(k, bad)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.name") || !strings.Contains(err.Error(), "spec.containers") {

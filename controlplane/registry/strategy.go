@@ -47,7 +47,8 @@ func GenerateName(base string) string {
 
 // PrepareCreate sets what the server owns on a new object, as the
 // Kubernetes apiserver's BeforeCreate: a new uid (random UUID),
-// creationTimestamp now, generation 1, a generated name when name is
+// creationTimestamp now, generation 1 for a kind with Generation (none
+// for the others, as in Kubernetes), a generated name when name is
 // empty and generateName set; resourceVersion and deletion fields
 // cleared; namespace cleared for a cluster-scoped kind. Then the kind's
 // PrepareForCreate and Default. managedFields stay as set: the
@@ -62,7 +63,10 @@ func PrepareCreate(k *Kind, obj store.Object) {
 	}
 	obj.SetUID(types.UID(uuid.NewString()))
 	obj.SetCreationTimestamp(metav1.Now())
-	obj.SetGeneration(1)
+	obj.SetGeneration(0)
+	if k.Generation {
+		obj.SetGeneration(1)
+	}
 	obj.SetResourceVersion("")
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)

@@ -25,6 +25,9 @@ func Pod() registry.Kind {
 		Resource:   store.Pods,
 		Categories: []string{"all"},
 		Status:     true,
+		// Pods have a generation, bumped by spec changes, since
+		// Kubernetes 1.33 (PodObservedGenerationTracking).
+		Generation: true,
 		Subresources: []registry.Subresource{
 			{Name: "attach", Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: "binding", Kind: "Binding", Verbs: metav1.Verbs{"create"}},
