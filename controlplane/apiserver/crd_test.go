@@ -20,48 +20,15 @@ import (
 
 // crontabCRD is Kubernetes' documentation example (a namespaced CronTab),
 // with a default, an enum, a preserved subtree, status and scale
-// subresources, printer columns and a selectable field.
-const crontabCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: crontabs.stable.example.com
-spec:
-  group: stable.example.com
-  scope: Namespaced
-  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct], categories: [all]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
-    additionalPrinterColumns:
-    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
-    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
-    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
-    selectableFields:
-    - jsonPath: .spec.color
-    schema:
-      openAPIV3Schema:
-        type: object
-        description: CronTab runs an image on a schedule.
-        properties:
-          spec:
-            type: object
-            description: What to run and when.
-            required: [cronSpec]
-            properties:
-              cronSpec: {type: string, description: The schedule in cron format., pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'}
-              image: {type: string}
-              replicas: {type: integer, minimum: 1, maximum: 10, default: 1}
-              color: {type: string, enum: [red, blue]}
-              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            properties:
-              replicas: {type: integer}
-`
+// subresources, printer columns and a selectable field; the README's
+// example file, so what it shows is tested.
+var crontabCRD = func() string {
+	b, err := os.ReadFile("../../examples/crontab/crontab-crd.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 const crontab = `apiVersion: stable.example.com/v1
 kind: CronTab
