@@ -2,6 +2,8 @@ package apiextensions
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -54,9 +56,26 @@ type CustomResource struct {
 // label and a group a DNS subdomain, neither holds "_", so the name is
 // unambiguous, and no built-in kind's bucket (its plural) starts with
 // "cr-".
+//
+// A JetStream stream name ("KV_" + bucket) holds at most 255 bytes, so a
+// name longer than MaxBucketNameBytes (a CRD name of more than 249 of
+// the 253 bytes Kubernetes allows) keeps its first 231 bytes followed by
+// "-" and 20 hex digits of the SHA-256 of group "/" plural: exactly
+// MaxBucketNameBytes long, so it cannot equal a name that was not
+// shortened.
 func BucketName(group, plural string) string {
-	return "cr-" + plural + "_" + strings.ReplaceAll(group, ".", "_")
+	name := "cr-" + plural + "_" + strings.ReplaceAll(group, ".", "_")
+	if len(name) <= MaxBucketNameBytes {
+		return name
+	}
+	sum := sha256.Sum256([]byte(group + "/" + plural))
+	h := hex.EncodeToString(sum[:10])
+	return name[:MaxBucketNameBytes-1-len(h)] + "-" + h
 }
+
+// MaxBucketNameBytes is the longest KV bucket name BucketName returns:
+// JetStream's 255-byte stream name limit less the "KV_" prefix.
+const MaxBucketNameBytes = 255 - len("KV_")
 
 // NewCustomResource returns the custom resources of version (by name) of
 // crd. It fails when the version is missing or not served, or its schema,

@@ -202,3 +202,26 @@ func TestValidateCustomResourceDefinition(t *testing.T) {
 		})
 	}
 }
+
+// TestBucketNameFitsJetStream: the longest CRD name Kubernetes allows
+// still gives a bucket name JetStream accepts, and distinct long names
+// give distinct buckets.
+func TestBucketNameFitsJetStream(t *testing.T) {
+	long := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 52) + ".com"
+	seen := map[string]string{}
+	for _, g := range []string{long, strings.Replace(long, "d.com", "e.com", 1), strings.Replace(long, "a", "z", 1)} {
+		for _, p := range []string{"things", "thingz"} {
+			b := BucketName(g, p)
+			if len(b) > MaxBucketNameBytes || strings.Trim(b, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+				t.Errorf("BucketName(%s, %s) = %q (%d bytes)", g, p, b, len(b))
+			}
+			if prev, ok := seen[b]; ok {
+				t.Errorf("%s/%s and %s share bucket %s", g, p, prev, b)
+			}
+			seen[b] = g + "/" + p
+		}
+	}
+	if got := BucketName("stable.example.com", "crontabs"); got != "cr-crontabs_stable_example_com" {
+		t.Errorf("short name changed: %s", got)
+	}
+}

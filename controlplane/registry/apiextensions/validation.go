@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -48,11 +49,20 @@ func ValidateCustomResourceDefinition(crd *apiextensionsv1.CustomResourceDefinit
 	return errs
 }
 
-// ValidateCustomResourceDefinitionUpdate checks the update-only rules:
-// spec.group and spec.names.plural (which make the name) cannot change.
+// ValidateCustomResourceDefinitionUpdate checks the update-only rules, as
+// Kubernetes' ValidateCustomResourceDefinitionSpecUpdate: spec.group and
+// spec.names.plural (which make the name) cannot change, and once old is
+// Established neither can spec.scope nor spec.names.kind (they shape the
+// stored custom resources: a namespaced object turned cluster-scoped
+// would be listed but never found).
 func ValidateCustomResourceDefinitionUpdate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
 	spec := field.NewPath("spec")
-	errs := apivalidation.ValidateImmutableField(crd.Spec.Group, old.Spec.Group, spec.Child("group"))
+	var errs field.ErrorList
+	if apihelpers.IsCRDConditionTrue(old, apiextensionsv1.Established) {
+		errs = append(errs, apivalidation.ValidateImmutableField(crd.Spec.Scope, old.Spec.Scope, spec.Child("scope"))...)
+		errs = append(errs, apivalidation.ValidateImmutableField(crd.Spec.Names.Kind, old.Spec.Names.Kind, spec.Child("names", "kind"))...)
+	}
+	errs = append(errs, apivalidation.ValidateImmutableField(crd.Spec.Group, old.Spec.Group, spec.Child("group"))...)
 	return append(errs, apivalidation.ValidateImmutableField(crd.Spec.Names.Plural, old.Spec.Names.Plural, spec.Child("names", "plural"))...)
 }
 
