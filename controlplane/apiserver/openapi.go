@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -247,12 +248,12 @@ func openAPIPaths(sw *spec.Swagger, k openAPIKind) {
 // buildOpenAPI builds the Swagger document of the given kinds (of all,
 // for the names' group-version-kind extensions): their paths and every
 // definition they reach.
-func buildOpenAPI(all, kinds []openAPIKind) (*spec.Swagger, error) {
+func buildOpenAPI(cfg *common.Config, kinds []openAPIKind) (*spec.Swagger, error) {
 	names := []string{metav1.Status{}.OpenAPIModelName(), metav1.Patch{}.OpenAPIModelName(), metav1.DeleteOptions{}.OpenAPIModelName()}
 	for _, k := range kinds {
 		names = append(names, k.model, k.listModel)
 	}
-	sw, err := builder.BuildOpenAPIDefinitionsForResources(openAPIConfig(all), names...)
+	sw, err := builder.BuildOpenAPIDefinitionsForResources(cfg, names...)
 	if err != nil {
 		return nil, err
 	}
@@ -292,8 +293,26 @@ func (s *Server) openAPI() (*openAPIServices, error) {
 	return svc, nil
 }
 
+// buildOpenAPIServices builds the v2 document and one v3 document per
+// group-version of kinds.
+//
+// The definitions of every model (built-in and custom resources) are
+// computed once and shared by the v2 document and the v3 document of
+// each group-version: computing them again per group-version made a
+// build cost (group-versions x definitions), minutes for a CRD with a
+// few hundred versions.
 func buildOpenAPIServices(kinds []openAPIKind) (*openAPIServices, error) {
-	all, err := buildOpenAPI(kinds, kinds)
+	cfg := openAPIConfig(kinds)
+	defs := cfg.GetDefinitions
+	var once sync.Once
+	var cached map[string]common.OpenAPIDefinition
+	// The builder only reads the definitions, and its ref callback
+	// depends only on cfg.GetDefinitionName, the same for every build.
+	cfg.GetDefinitions = func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		once.Do(func() { cached = defs(ref) })
+		return cached
+	}
+	all, err := buildOpenAPI(cfg, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +329,7 @@ func buildOpenAPIServices(kinds []openAPIKind) (*openAPIServices, error) {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		sw, err := buildOpenAPI(kinds, byGV[key])
+		sw, err := buildOpenAPI(cfg, byGV[key])
 		if err != nil {
 			return nil, err
 		}
