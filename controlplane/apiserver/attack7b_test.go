@@ -30,6 +30,10 @@ func TestAttackCRDSchemas(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		deep = `{"type":"object","properties":{"a":` + deep + `}}`
 	}
+	tooDeep := `{"type":"string"}`
+	for i := 0; i < 2000; i++ {
+		tooDeep = `{"type":"object","properties":{"a":` + tooDeep + `}}`
+	}
 	var props []string
 	for i := 0; i < 2000; i++ {
 		props = append(props, fmt.Sprintf(`"p%d":{"type":"string","pattern":"^a+$"}`, i))
@@ -49,11 +53,12 @@ func TestAttackCRDSchemas(t *testing.T) {
 		{"no type", crdWithSchema("notype.example.com", `{"properties":{"x":{}}}`)},
 		{"bad default", crdWithSchema("def.example.com", `{"type":"object","properties":{"x":{"type":"integer","default":"str"}}}`)},
 		{"many versions", manyVersions},
+		{"too deep", crdWithSchema("toodeep.example.com", tooDeep)},
 	} {
 		start := time.Now()
 		code, out := e.do(http.MethodPost, crdPath, "application/json", tc.body)
 		t.Logf("%s (%d bytes): %d in %v: %s", tc.name, len(tc.body), code, time.Since(start), out[:min(len(out), 300)])
-		if code >= 500 {
+		if code >= 500 || (tc.name == "too deep" && code != http.StatusUnprocessableEntity) {
 			t.Errorf("%s: %d", tc.name, code)
 		}
 	}

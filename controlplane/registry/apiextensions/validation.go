@@ -27,6 +27,51 @@ import (
 // (x-kubernetes-validations are stored but not enforced) and defaults are
 // not validated against their schema.
 
+// MaxSchemaDepth is how deep a version's openAPIV3Schema may nest
+// (properties, items, additionalProperties, allOf/anyOf/oneOf/not,
+// each a level), an orca limit Kubernetes does not have: publishing a
+// schema in OpenAPI costs the square of its depth (3000 levels took
+// 20 s of every /openapi rebuild). Deeper schemas are a 422.
+const MaxSchemaDepth = 256
+
+// schemaDepth returns the nesting depth of s, at most limit.
+func schemaDepth(s *apiextensionsv1.JSONSchemaProps, limit int) int {
+	if s == nil || limit <= 0 {
+		return 0
+	}
+	deepest := 0
+	visit := func(c *apiextensionsv1.JSONSchemaProps) {
+		if d := schemaDepth(c, limit-1); d > deepest {
+			deepest = d
+		}
+	}
+	for _, m := range []map[string]apiextensionsv1.JSONSchemaProps{s.Properties, s.PatternProperties, s.Definitions} {
+		for k := range m {
+			c := m[k]
+			visit(&c)
+		}
+	}
+	for _, l := range [][]apiextensionsv1.JSONSchemaProps{s.AllOf, s.AnyOf, s.OneOf} {
+		for i := range l {
+			visit(&l[i])
+		}
+	}
+	visit(s.Not)
+	if s.Items != nil {
+		visit(s.Items.Schema)
+		for i := range s.Items.JSONSchemas {
+			visit(&s.Items.JSONSchemas[i])
+		}
+	}
+	if s.AdditionalProperties != nil {
+		visit(s.AdditionalProperties.Schema)
+	}
+	if s.AdditionalItems != nil {
+		visit(s.AdditionalItems.Schema)
+	}
+	return 1 + deepest
+}
+
 // MaxSelectableFields is how many selectableFields one version may list,
 // as Kubernetes' apiextensions validation.
 const MaxSelectableFields = 8
@@ -173,6 +218,9 @@ func validateVersion(v *apiextensionsv1.CustomResourceDefinitionVersion, p *fiel
 	var s *Schema
 	if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 		errs = append(errs, field.Required(schemaPath, ""))
+	} else if d := schemaDepth(v.Schema.OpenAPIV3Schema, MaxSchemaDepth+1); d > MaxSchemaDepth {
+		errs = append(errs, field.Invalid(schemaPath, fmt.Sprintf("more than %d levels", MaxSchemaDepth),
+			fmt.Sprintf("must not nest more than %d levels", MaxSchemaDepth)))
 	} else {
 		var serrs field.ErrorList
 		s, serrs = NewSchema(v.Schema.OpenAPIV3Schema, schemaPath)
