@@ -2,6 +2,7 @@ package core
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -14,6 +15,13 @@ import (
 func ConfigMap() registry.Kind {
 	return registry.Kind{
 		Resource: store.ConfigMaps,
+		Columns: []metav1.TableColumnDefinition{registry.NameColumn,
+			registry.Column("Data", "string", "The number of keys (data and binaryData).", 0),
+			registry.AgeColumn},
+		Row: func(obj store.Object) []any {
+			x := obj.(*corev1.ConfigMap)
+			return []any{x.Name, int64(len(x.Data) + len(x.BinaryData)), registry.Age(obj)}
+		},
 		Validate: func(obj store.Object) field.ErrorList {
 			var errs field.ErrorList
 			for k := range obj.(*corev1.ConfigMap).Data {

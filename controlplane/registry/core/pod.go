@@ -55,7 +55,9 @@ func Pod() registry.Kind {
 			registry.Column("Restarts", "string", "The number of times the containers in this pod have been restarted.", 0),
 			registry.AgeColumn,
 			registry.Column("IP", "string", "IP address allocated to the pod.", 1),
-			registry.Column("Node", "string", "Name of the node the pod is assigned to.", 1)},
+			registry.Column("Node", "string", "Name of the node the pod is assigned to.", 1),
+			registry.Column("Nominated Node", "string", "Name of the node nominated by the scheduler.", 1),
+			registry.Column("Readiness Gates", "string", "The readiness gates of the pod.", 1)},
 		Row: func(obj store.Object) []any {
 			x := obj.(*corev1.Pod)
 			ready, restarts := 0, int32(0)
@@ -66,7 +68,8 @@ func Pod() registry.Kind {
 				restarts += cs.RestartCount
 			}
 			return []any{x.Name, fmt.Sprintf("%d/%d", ready, len(x.Spec.Containers)), podStatus(x), fmt.Sprint(restarts),
-				registry.Age(obj), registry.OrNone(x.Status.PodIP), registry.OrNone(x.Spec.NodeName)}
+				registry.Age(obj), registry.OrNone(x.Status.PodIP), registry.OrNone(x.Spec.NodeName),
+				registry.OrNone(x.Status.NominatedNodeName), readinessGates(x)}
 		},
 		Fields: func(obj store.Object) fields.Set {
 			o := obj.(*corev1.Pod)
@@ -218,4 +221,22 @@ func validatePodStatus(st *corev1.PodStatus, p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// readinessGates is the pod table's READINESS GATES cell, as kubectl's
+// printPod: "<none>" without gates, else "<true>/<gates>".
+func readinessGates(p *corev1.Pod) string {
+	if len(p.Spec.ReadinessGates) == 0 {
+		return "<none>"
+	}
+	ok := 0
+	for _, g := range p.Spec.ReadinessGates {
+		for _, c := range p.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
+				ok++
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d/%d", ok, len(p.Spec.ReadinessGates))
 }

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,6 +24,14 @@ import (
 func Secret() registry.Kind {
 	return registry.Kind{
 		Resource: store.Secrets,
+		Columns: []metav1.TableColumnDefinition{registry.NameColumn,
+			registry.Column("Type", "string", "The type of the secret.", 0),
+			registry.Column("Data", "string", "The number of keys.", 0),
+			registry.AgeColumn},
+		Row: func(obj store.Object) []any {
+			x := obj.(*corev1.Secret)
+			return []any{x.Name, string(x.Type), int64(len(x.Data)), registry.Age(obj)}
+		},
 		Default: func(obj store.Object) {
 			if o := obj.(*corev1.Secret); o.Type == "" {
 				o.Type = corev1.SecretTypeOpaque
