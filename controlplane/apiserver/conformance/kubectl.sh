@@ -45,27 +45,27 @@ notok() {
 	echo "FAIL $1: $2"
 	printf '%s\n' "$out" | head -60 | sed 's/^/     | /'
 }
-# expect NAME REGEX...: the last kubectl succeeded and its output matches
-# each extended REGEX.
-expect() {
+# matches NAME REGEX...: the last kubectl's output matches each extended
+# REGEX (then the case passes).
+matches() {
 	local name=$1 re
 	shift
-	[ "$rc" -eq 0 ] || { notok "$name" "exit code $rc"; return 1; }
 	for re in "$@"; do
 		grep -Eq -- "$re" <<<"$out" || { notok "$name" "output does not match /$re/"; return 1; }
 	done
 	ok "$name"
 }
+# expect NAME REGEX...: the last kubectl succeeded and its output matches
+# each extended REGEX.
+expect() {
+	[ "$rc" -eq 0 ] || { notok "$1" "exit code $rc"; return 1; }
+	matches "$@"
+}
 # refused NAME REGEX...: the last kubectl failed and its output matches
 # each REGEX.
 refused() {
-	local name=$1 re
-	shift
-	[ "$rc" -ne 0 ] || { notok "$name" "succeeded, want a failure"; return 1; }
-	for re in "$@"; do
-		grep -Eq -- "$re" <<<"$out" || { notok "$name" "output does not match /$re/"; return 1; }
-	done
-	ok "$name"
+	[ "$rc" -ne 0 ] || { notok "$1" "succeeded, want a failure"; return 1; }
+	matches "$@"
 }
 # is NAME WANT: the last kubectl succeeded and printed exactly WANT.
 is() {
