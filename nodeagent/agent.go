@@ -36,7 +36,14 @@ const KubeletVersion = "v1.32.0-orca"
 
 // Config configures an Agent. Store, NATS and NodeName are required.
 type Config struct {
+	// Store is read only: the agent's NodePods projection and its
+	// informers (RuntimeClasses, the proxy's Services and Endpoints).
 	Store *store.Store
+	// API serves every other read and all writes (Secrets, ConfigMaps,
+	// the Node, its Lease, pod status and deletion, Events, tokens).
+	// orca-agent passes the relay, which the apiserver authorizes as
+	// this node. Default: NewStoreAPI(Store), trusted direct access.
+	API API
 	// NATS serves the log protocol (controlplane/nodeapi).
 	NATS *nats.Conn
 	// NodeName names the Node object; main defaults it to the hostname.
@@ -118,6 +125,7 @@ type Config struct {
 type Agent struct {
 	cfg      Config
 	log      *slog.Logger
+	api      API
 	runtimes map[string]runtimes.Runtime
 
 	nodePods *store.Informer
@@ -198,7 +206,10 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 		}
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeName), runtimes: map[string]runtimes.Runtime{}, ready: make(chan struct{})}
+	if cfg.API == nil {
+		cfg.API = NewStoreAPI(cfg.Store)
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeName), api: cfg.API, runtimes: map[string]runtimes.Runtime{}, ready: make(chan struct{})}
 	for _, r := range cfg.Runtimes {
 		if _, dup := a.runtimes[r.Handler()]; dup {
 			return nil, fmt.Errorf("nodeagent: node %s: two runtimes serve handler %q", cfg.NodeName, r.Handler())
@@ -208,7 +219,7 @@ func New(cfg Config) (*Agent, error) {
 	a.nodePods = store.NewInformer(cfg.Store, store.NodePods, store.WithFilter(store.EncodeName(cfg.NodeName)+".>"))
 	a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
 	a.logs = newLiveLogs()
-	a.recorder = events.New(cfg.Store, "kubelet", cfg.NodeName)
+	a.recorder = events.NewWithSink(eventSink{cfg.API}, "kubelet", cfg.NodeName)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
 		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, Logger: a.log})

@@ -104,7 +104,7 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 func optional(b *bool) bool { return b != nil && *b }
 
 func (w *podWorker) configMap(ctx context.Context, name string) (*corev1.ConfigMap, error) {
-	obj, err := w.a.cfg.Store.Get(ctx, store.ConfigMaps, w.ns, name)
+	obj, err := w.a.api.Get(ctx, store.ConfigMaps, w.ns, name)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func (w *podWorker) configMap(ctx context.Context, name string) (*corev1.ConfigM
 }
 
 func (w *podWorker) secret(ctx context.Context, name string) (*corev1.Secret, error) {
-	obj, err := w.a.cfg.Store.Get(ctx, store.Secrets, w.ns, name)
+	obj, err := w.a.api.Get(ctx, store.Secrets, w.ns, name)
 	if err != nil {
 		return nil, err
 	}

@@ -228,7 +228,7 @@ func (g *imageGC) garbageCollect(ctx context.Context, now time.Time) error {
 	if freed < toFree {
 		msg := fmt.Sprintf("Failed to garbage collect required amount of images. Attempted to free %d bytes, but only found %d bytes eligible to free.", toFree, freed)
 		g.a.log.Warn(msg, "runtime", g.rt.Handler())
-		if node, err := g.a.cfg.Store.Get(ctx, store.Nodes, "", g.a.cfg.NodeName); err == nil {
+		if node, err := g.a.api.Get(ctx, store.Nodes, "", g.a.cfg.NodeName); err == nil {
 			g.a.recorder.Event(node, "", corev1.EventTypeWarning, "FreeDiskSpaceFailed", msg)
 		}
 	}

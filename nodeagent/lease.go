@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -47,13 +44,12 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 func (a *Agent) renewLease(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+5*time.Second)
 	defer cancel()
-	// Update (GuaranteedUpdate retries lost races), or create when
+	// Update (updateObject retries lost races), or create when
 	// missing; a create that loses to another creator updates again.
 	return retry.OnError(retry.DefaultRetry, apierrors.IsAlreadyExists, func() error {
-		_, err := a.cfg.Store.GuaranteedUpdate(ctx, store.Leases, LeaseNamespace, a.cfg.NodeName, nil, func(obj store.Object) (store.Object, error) {
-			l := obj.(*coordinationv1.Lease)
-			a.setLease(ctx, l, metav1.NewMicroTime(time.Now()))
-			return l, nil
+		_, err := updateObject(ctx, a.api, store.Leases, LeaseNamespace, a.cfg.NodeName, false, func(obj store.Object) (bool, error) {
+			a.setLease(ctx, obj.(*coordinationv1.Lease), metav1.NewMicroTime(time.Now()))
+			return true, nil
 		})
 		if err == nil {
 			return nil
@@ -61,10 +57,9 @@ func (a *Agent) renewLease(ctx context.Context) error {
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("renew lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
 		}
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName,
-			UID: types.UID(uuid.NewString()), CreationTimestamp: metav1.Now()}}
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName}}
 		a.setLease(ctx, l, metav1.NewMicroTime(time.Now()))
-		_, err = a.cfg.Store.Create(ctx, store.Leases, l)
+		_, err = a.api.Create(ctx, store.Leases, l)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
 		}
@@ -81,7 +76,7 @@ func (a *Agent) setLease(ctx context.Context, l *coordinationv1.Lease, now metav
 	if len(l.OwnerReferences) == 0 {
 		// As the kubelet: the Node owns its Lease, so deleting the Node
 		// garbage-collects it.
-		if obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName); err == nil && obj.GetUID() != "" {
+		if obj, err := a.api.Get(ctx, store.Nodes, "", a.cfg.NodeName); err == nil && obj.GetUID() != "" {
 			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a.cfg.NodeName, UID: obj.GetUID()}}
 		}
 	}

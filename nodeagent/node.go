@@ -5,7 +5,6 @@ import (
 
 	"context"
 	"fmt"
-	"github.com/google/uuid"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
@@ -159,31 +157,38 @@ func (a *Agent) syncNode(ctx context.Context, labels bool) error {
 	// Update (GuaranteedUpdate retries lost races), or create when
 	// missing; a create that loses to another creator updates again.
 	return retry.OnError(retry.DefaultRetry, apierrors.IsAlreadyExists, func() error {
-		_, err := a.cfg.Store.GuaranteedUpdate(ctx, store.Nodes, "", a.cfg.NodeName, nil, func(obj store.Object) (store.Object, error) {
-			n := obj.(*corev1.Node)
-			if labels {
+		var err error
+		if labels {
+			// Labels are the Node's main resource, status its status
+			// subresource: two writes, as the kubelet's.
+			_, err = updateObject(ctx, a.api, store.Nodes, "", a.cfg.NodeName, false, func(obj store.Object) (bool, error) {
+				n := obj.(*corev1.Node)
 				if n.Labels == nil {
 					n.Labels = map[string]string{}
 				}
 				for k, v := range a.nodeLabels() {
 					n.Labels[k] = v
 				}
-			}
-			a.setNodeStatus(n, metav1.Now())
-			return n, nil
-		})
+				return true, nil
+			})
+		}
+		if err == nil {
+			_, err = updateObject(ctx, a.api, store.Nodes, "", a.cfg.NodeName, true, func(obj store.Object) (bool, error) {
+				a.setNodeStatus(obj.(*corev1.Node), metav1.Now())
+				return true, nil
+			})
+		}
 		if err == nil {
 			return nil
 		}
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("update node %s status: %w", a.cfg.NodeName, err)
 		}
-		// What the apiserver would set on create: the agent writes
-		// through the store.
+		// A Node's create takes its status too, as Kubernetes'.
 		now := metav1.Now()
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels(), UID: types.UID(uuid.NewString()), CreationTimestamp: now}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels()}}
 		a.setNodeStatus(n, now)
-		_, err = a.cfg.Store.Create(ctx, store.Nodes, n)
+		_, err = a.api.Create(ctx, store.Nodes, n)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create node %s: %w", a.cfg.NodeName, err)
 		}
@@ -216,7 +221,7 @@ func (a *Agent) nodeStatusLoop(ctx context.Context) {
 
 // nodeStatusStale reports whether the stored Node needs a status post.
 func (a *Agent) nodeStatusStale(ctx context.Context) bool {
-	obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName)
+	obj, err := a.api.Get(ctx, store.Nodes, "", a.cfg.NodeName)
 	if err != nil {
 		return true // missing (re-register) or unreadable: try a write
 	}

@@ -44,7 +44,7 @@ func (a *Agent) startPodNetwork(ctx context.Context) error {
 		cfg.Logger = a.log
 	}
 	if cfg.PodCIDR == "" {
-		if obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName); err == nil {
+		if obj, err := a.api.Get(ctx, store.Nodes, "", a.cfg.NodeName); err == nil {
 			cfg.PodCIDR = obj.(*corev1.Node).Spec.PodCIDR
 		}
 	}
@@ -52,7 +52,7 @@ func (a *Agent) startPodNetwork(ctx context.Context) error {
 	if errors.Is(err, podnet.ErrPluginsMissing) {
 		msg := fmt.Sprintf("no pod network: %v; container pods run in a network namespace per container, reached through host ports only", err)
 		a.log.Warn(msg)
-		if obj, gerr := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName); gerr == nil {
+		if obj, gerr := a.api.Get(ctx, store.Nodes, "", a.cfg.NodeName); gerr == nil {
 			a.recorder.Event(obj, "", corev1.EventTypeWarning, reasonPodNetworkUnavailable, truncateMessage(msg))
 		}
 		return nil

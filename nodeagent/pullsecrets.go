@@ -51,7 +51,7 @@ func (w *podWorker) registryAuth(ctx context.Context) []runtimes.RegistryAuth {
 		if ref.Name == "" {
 			continue
 		}
-		obj, err := w.a.cfg.Store.Get(ctx, store.Secrets, w.ns, ref.Name)
+		obj, err := w.a.api.Get(ctx, store.Secrets, w.ns, ref.Name)
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s/%s", w.ns, ref.Name))
 			continue

@@ -78,7 +78,7 @@ func (a *Agent) reportMissingRuntimes(ctx context.Context) {
 	if len(a.cfg.MissingRuntimes) == 0 {
 		return
 	}
-	obj, err := a.cfg.Store.Get(ctx, store.Nodes, "", a.cfg.NodeName)
+	obj, err := a.api.Get(ctx, store.Nodes, "", a.cfg.NodeName)
 	for _, h := range slices.Sorted(maps.Keys(a.cfg.MissingRuntimes)) {
 		why := a.cfg.MissingRuntimes[h]
 		a.log.Warn("runtime unavailable: pods of this handler are not scheduled on this node", "handler", h, "reason", why)

@@ -261,17 +261,14 @@ func (w *podWorker) writeStatus(ctx context.Context) error {
 	if sameStatus(w.pod, want) {
 		return nil
 	}
-	_, err := w.a.cfg.Store.GuaranteedUpdate(ctx, store.Pods, w.ns, w.name, nil, func(obj store.Object) (store.Object, error) {
+	_, err := updateObject(ctx, w.a.api, store.Pods, w.ns, w.name, true, func(obj store.Object) (bool, error) {
 		cur := obj.(*corev1.Pod)
 		if cur.UID != w.uid {
-			return cur, nil // a new pod of that name: unchanged, no write
+			return false, nil // a new pod of that name: no write
 		}
-		next := cur.DeepCopy()
-		w.applyStatus(next)
-		if sameStatus(cur, next) {
-			return cur, nil
-		}
-		return next, nil
+		before := cur.DeepCopy()
+		w.applyStatus(cur)
+		return !sameStatus(before, cur), nil
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("update status of pod %s: %w", w.key(), err)

@@ -383,26 +383,21 @@ func terminationGrace(pod *corev1.Pod) time.Duration {
 	return podGrace(pod)
 }
 
-// deleteFromStore deletes the pod of w.uid, re-reading on conflicts.
+// deleteFromStore deletes the pod of w.uid (precondition on its uid, grace
+// period 0), as the kubelet's status manager once the pod's containers
+// stopped.
 func (w *podWorker) deleteFromStore(ctx context.Context) error {
-	for i := 0; ; i++ {
-		obj, err := w.a.cfg.Store.Get(ctx, store.Pods, w.ns, w.name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("delete pod %s: %w", w.key(), err)
-		}
-		if obj.GetUID() != w.uid {
-			return nil // a new pod of that name
-		}
-		_, err = w.a.cfg.Store.Delete(ctx, store.Pods, w.ns, w.name, obj.GetResourceVersion())
-		if err == nil || apierrors.IsNotFound(err) {
-			w.a.log.Info("pod deleted", "pod", w.key())
-			return nil
-		}
-		if !apierrors.IsConflict(err) || i > 10 {
-			return fmt.Errorf("delete pod %s: %w", w.key(), err)
-		}
+	uid := w.uid
+	zero := int64(0)
+	err := w.a.api.Delete(ctx, store.Pods, w.ns, w.name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case err == nil:
+		w.a.log.Info("pod deleted", "pod", w.key())
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return nil // a new pod of that name (the uid precondition failed)
 	}
+	return fmt.Errorf("delete pod %s: %w", w.key(), err)
 }

@@ -23,22 +23,64 @@ import (
 // (events are best effort, as in Kubernetes).
 const queueSize = 256
 
+// Sink is where a Recorder writes Events, as client-go's record.EventSink:
+// Create a new Event, Update one it wrote before (its resourceVersion
+// set; Conflict or NotFound when it moved). Errors are apierrors
+// StatusErrors. The node agent's sink goes through its API (the relay),
+// so a node needs only create and update on events, as Kubernetes' node
+// rules grant.
+type Sink interface {
+	Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
+	Update(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
+}
+
+// StoreSink writes Events to a store directly.
+func StoreSink(s *store.Store) Sink { return storeSink{s} }
+
+type storeSink struct{ s *store.Store }
+
+func (k storeSink) Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	obj, err := k.s.Create(ctx, store.Events, ev)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.Event), nil
+}
+
+func (k storeSink) Update(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	obj, err := k.s.Update(ctx, store.Events, ev)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.Event), nil
+}
+
+// seenMax is how many aggregated Events a Recorder remembers; past it the
+// memory is cleared and repeats start new Events.
+const seenMax = 4096
+
 // Recorder writes Events asynchronously, aggregating repeats of the same
 // reason and message about the same object into one Event whose count
 // grows. Call Run to write; Event never blocks. Safe for concurrent use.
 type Recorder struct {
-	s         *store.Store
+	sink      Sink
 	component string // source.component: "kubelet", "default-scheduler"
 	host      string // source.host: the node, for the agent
 	ch        chan *corev1.Event
 
-	mu   sync.Mutex        // guards seen
-	seen map[string]string // aggregation key -> Event name
+	mu   sync.Mutex               // guards seen
+	seen map[string]*corev1.Event // aggregation key -> the Event as last stored
 }
 
 // New returns a recorder writing to s as component (on host, "" if none).
 func New(s *store.Store, component, host string) *Recorder {
-	return &Recorder{s: s, component: component, host: host, ch: make(chan *corev1.Event, queueSize), seen: map[string]string{}}
+	return NewWithSink(StoreSink(s), component, host)
+}
+
+// NewWithSink returns a recorder writing to sink as component (on host,
+// "" if none).
+func NewWithSink(sink Sink, component, host string) *Recorder {
+	return &Recorder{sink: sink, component: component, host: host, ch: make(chan *corev1.Event, queueSize), seen: map[string]*corev1.Event{}}
 }
 
 // Event records an Event of type typ (corev1.EventTypeNormal or Warning)
@@ -83,28 +125,39 @@ func (r *Recorder) Run(ctx context.Context) {
 func (r *Recorder) write(ctx context.Context, ev *corev1.Event) {
 	key := string(ev.InvolvedObject.UID) + "\x00" + ev.InvolvedObject.FieldPath + "\x00" + ev.Reason + "\x00" + ev.Message
 	r.mu.Lock()
-	name, seen := r.seen[key]
+	last := r.seen[key]
 	r.mu.Unlock()
-	if seen {
-		obj, err := r.s.Get(ctx, store.Events, ev.Namespace, name)
+	if last != nil {
+		next := last.DeepCopy()
+		next.Count++
+		next.LastTimestamp = ev.LastTimestamp
+		stored, err := r.sink.Update(ctx, next)
 		if err == nil {
-			old := obj.(*corev1.Event).DeepCopy()
-			old.Count++
-			old.LastTimestamp = ev.LastTimestamp
-			if _, err := r.s.Update(ctx, store.Events, old); err == nil || !apierrors.IsNotFound(err) {
-				return // a lost race only loses one count
-			}
+			r.remember(key, stored)
+			return
+		}
+		if !apierrors.IsNotFound(err) {
+			// A lost race only loses one count; forget the stale copy.
+			r.mu.Lock()
+			delete(r.seen, key)
+			r.mu.Unlock()
+			return
 		}
 	}
 	ev.UID = types.UID(uuid.NewString())
 	ev.CreationTimestamp = metav1.Now()
-	if _, err := r.s.Create(ctx, store.Events, ev); err != nil {
+	stored, err := r.sink.Create(ctx, ev)
+	if err != nil {
 		return
 	}
+	r.remember(key, stored)
+}
+
+func (r *Recorder) remember(key string, ev *corev1.Event) {
 	r.mu.Lock()
-	if len(r.seen) > 4096 {
+	defer r.mu.Unlock()
+	if len(r.seen) >= seenMax {
 		clear(r.seen)
 	}
-	r.seen[key] = ev.Name
-	r.mu.Unlock()
+	r.seen[key] = ev
 }
