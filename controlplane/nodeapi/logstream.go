@@ -61,8 +61,9 @@ type LogStream struct {
 // AckTimeout unless set (DefaultWindow, DefaultAckTimeout). Close the
 // stream when done.
 func OpenLogStream(nc *nats.Conn, node string, req LogRequest) (*LogStream, error) {
-	inbox := nats.NewInbox()
-	req.CancelSubject, req.AckSubject = inbox+".cancel", inbox+".ack"
+	inbox := ReplyInbox(node)
+	ctl := controlInbox(node)
+	req.CancelSubject, req.AckSubject = ctl+".cancel", ctl+".ack"
 	if req.Window <= 0 {
 		req.Window = DefaultWindow
 	}

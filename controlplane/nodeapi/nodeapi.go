@@ -53,10 +53,35 @@
 // agent's.
 package nodeapi
 
-import "time"
+import (
+	"time"
 
-// LogsSubject is the subject node agents serve log requests on.
-func LogsSubject(node string) string { return "orca.node." + node + ".logs" }
+	"github.com/nats-io/nuid"
+
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// LogsSubject is the subject node agents serve log requests on:
+// "orca.node.<node>.logs", the node name escaped as one NATS token
+// (store.EncodeName), so node "a.b" never matches node "a"'s subjects or
+// NATS permissions.
+func LogsSubject(node string) string { return NodeSubjectPrefix(node) + "logs" }
+
+// NodeSubjectPrefix is "orca.node.<node>.": every subject under it is for
+// node's agent, which alone (with the control plane) may subscribe there.
+func NodeSubjectPrefix(node string) string { return "orca.node." + store.EncodeName(node) + "." }
+
+// ReplyInbox returns a fresh subject "orca.reply.<node>.<unique>" for the
+// answers of node's agent to a request of the control plane: a node's NATS
+// user may publish only under its own "orca.reply.<node>." and nobody but
+// the control plane may subscribe there.
+func ReplyInbox(node string) string {
+	return "orca.reply." + store.EncodeName(node) + "." + nuid.Next()
+}
+
+// controlInbox returns a fresh subject under NodeSubjectPrefix for the
+// requester's acks and cancels, which node's agent subscribes to.
+func controlInbox(node string) string { return NodeSubjectPrefix(node) + "ctl." + nuid.Next() }
 
 // Header names used in the log stream.
 const (

@@ -59,7 +59,7 @@ import (
 // once (its choice; nodeagent's default is 64) and answers 429 past it.
 
 // StreamSubject is the subject node agents serve stream requests on.
-func StreamSubject(node string) string { return "orca.node." + node + ".stream" }
+func StreamSubject(node string) string { return NodeSubjectPrefix(node) + "stream" }
 
 // Stream kinds (StreamRequest.Kind).
 const (
@@ -593,7 +593,7 @@ func (s *Stream) Close() {
 func OpenStream(ctx context.Context, nc *nats.Conn, node string, req StreamRequest, openTimeout time.Duration) (*Stream, error) {
 	req.defaults()
 	s := newStream(nc, req)
-	inbox := nats.NewInbox()
+	inbox := ReplyInbox(node)
 	if err := s.subscribe(inbox); err != nil {
 		return nil, fmt.Errorf("stream to pod %s/%s: subscribe: %w", req.Namespace, req.Pod, err)
 	}
@@ -642,7 +642,7 @@ func (s *Stream) recvAccept(ctx context.Context) (Frame, error) {
 func AcceptStream(nc *nats.Conn, m *nats.Msg, req StreamRequest) (*Stream, error) {
 	req.defaults()
 	s := newStream(nc, req)
-	inbox := nats.NewInbox()
+	inbox := nc.NewInbox() // under the agent's own inbox prefix
 	if err := s.subscribe(inbox); err != nil {
 		return nil, fmt.Errorf("accept stream: subscribe: %w", err)
 	}

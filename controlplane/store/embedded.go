@@ -20,6 +20,9 @@ type EmbeddedConfig struct {
 	SyncAlways bool
 	// ServerName names the server in NATS' own monitoring. Default "orca".
 	ServerName string
+	// Configure, when set, edits the server options last, before the
+	// server starts (natsauth.Authority.Configure puts it in JWT mode).
+	Configure func(*server.Options) error
 }
 
 // StartEmbedded starts a NATS server with JetStream and waits until it
@@ -45,6 +48,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		StoreDir:   cfg.DataDir,
 		SyncAlways: cfg.SyncAlways,
 		NoSigs:     true,
+	}
+	if cfg.Configure != nil {
+		if err := cfg.Configure(opts); err != nil {
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

@@ -52,6 +52,12 @@ type Config struct {
 	// Kubernetes apiserver's watch cache sends bookmarks about once a
 	// minute. Default 1 minute.
 	WatchBookmarkInterval time.Duration
+	// BindOnly makes the store use only buckets that exist (the control
+	// plane creates them at bootstrap, see EnsureBuckets) and never write
+	// on its own: no bucket is created or updated, and the watch caches
+	// do not purge deleted keys. A node agent's NATS user has no right to
+	// do either. A missing bucket is a 503 ServiceUnavailable naming it.
+	BindOnly bool
 }
 
 // Store is the typed store. It is safe for concurrent use.
@@ -177,7 +183,11 @@ func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, err
 		Replicas:    s.cfg.Replicas,
 	}
 	kv, err := s.js.KeyValue(ctx, r.Bucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	if s.cfg.BindOnly {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("store: bucket %s does not exist yet (the control plane creates it)", r.Bucket()))
+		}
+	} else if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = s.js.CreateOrUpdateKeyValue(ctx, cfg)
 	} else if err == nil {
 		// A bucket made by an older orca keeps one revision per key:
@@ -193,6 +203,21 @@ func (s *Store) bucket(ctx context.Context, r Resource) (jetstream.KeyValue, err
 	s.kvs[r.Bucket()] = kv
 	s.mu.Unlock()
 	return kv, nil
+}
+
+// EnsureBuckets creates (or upgrades) the buckets of rs now, so that
+// stores with BindOnly find them. orca-server calls it at start for every
+// bucket a node agent reads.
+func (s *Store) EnsureBuckets(ctx context.Context, rs ...Resource) error {
+	if s.cfg.BindOnly {
+		return errors.New("store: EnsureBuckets on a BindOnly store")
+	}
+	for _, r := range rs {
+		if _, err := s.bucket(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func bucketDescription(r Resource) string {
@@ -601,6 +626,7 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 		return c, nil
 	}
 	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents, s.cfg.WatchCacheBytes, s.cfg.WatchBookmarkInterval)
+	c.bindOnly = s.cfg.BindOnly
 	if err := c.start(); err != nil {
 		return nil, err
 	}

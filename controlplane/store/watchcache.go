@@ -60,6 +60,7 @@ type watchCache struct {
 	capacity int // events kept at most
 	budget   int // encoded bytes of kept events at most
 	bookmark time.Duration
+	bindOnly bool // Config.BindOnly: never purge
 
 	ready  chan struct{} // closed once the initial snapshot is loaded
 	done   chan struct{} // closed when the NATS watcher ended
@@ -197,7 +198,7 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 			gone.SetResourceVersion(fmt.Sprint(rev))
 		}
 		ev = event{Type: watch.Deleted, Object: gone, Revision: rev, size: size, key: key, prev: old, prevSize: size}
-		if c.filter == "" && e.Operation() == jetstream.KeyValueDelete {
+		if c.filter == "" && !c.bindOnly && e.Operation() == jetstream.KeyValueDelete {
 			c.purgeLater(key, rev)
 		}
 	}
