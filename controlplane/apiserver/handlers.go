@@ -16,6 +16,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/orca-edge/orca/controlplane/auth/audit"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -146,6 +147,7 @@ func (s *Server) create(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	audit.LogObject(c.Request().Context(), obj) // the audit event's objectRef.name
 	if err := checkStrict(c, ri.kind, data); err != nil {
 		return err
 	}
@@ -153,6 +155,7 @@ func (s *Server) create(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
+	audit.LogObject(c.Request().Context(), out)
 	return writeJSON(c, http.StatusCreated, out)
 }
 

@@ -204,6 +204,77 @@ type Request struct {
 	respBody    *capture // nil below the RequestResponse level
 	reqType     string
 	done        bool
+
+	mu  sync.Mutex                     // guards obj
+	obj *auditinternal.ObjectReference // from LogObject; nil until called
+}
+
+// requestKey is the context key of the *Request (LogObject).
+type requestKey struct{}
+
+// LogObject records the object a request creates (its name, namespace,
+// uid and resourceVersion) in the event's objectRef where the request's
+// path did not name them, as the kube-apiserver's LogRequestObject does
+// at every level from Metadata: call it with the decoded request object,
+// and again with the stored one (which has its generated name and uid).
+// It does nothing when ctx is not audited.
+func LogObject(ctx context.Context, obj metav1.Object) {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	if r == nil || obj == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.obj == nil {
+		r.obj = &auditinternal.ObjectReference{}
+	}
+	if obj.GetName() != "" {
+		r.obj.Name = obj.GetName()
+	}
+	if obj.GetNamespace() != "" {
+		r.obj.Namespace = obj.GetNamespace()
+	}
+	if obj.GetUID() != "" {
+		r.obj.UID = obj.GetUID()
+	}
+	if obj.GetResourceVersion() != "" {
+		r.obj.ResourceVersion = obj.GetResourceVersion()
+	}
+}
+
+// ProcessEvents is the Request's sink: it fills the objectRef of a copy
+// of each event from LogObject, then writes it.
+func (r *Request) ProcessEvents(events ...*auditinternal.Event) bool {
+	r.mu.Lock()
+	obj := r.obj
+	if obj != nil {
+		obj = obj.DeepCopy()
+	}
+	r.mu.Unlock()
+	if obj == nil {
+		return r.a.backend.ProcessEvents(events...)
+	}
+	ok := true
+	for _, ev := range events {
+		ev = ev.DeepCopy()
+		if ev.ObjectRef == nil {
+			ev.ObjectRef = &auditinternal.ObjectReference{}
+		}
+		ref := ev.ObjectRef
+		for _, f := range []struct {
+			dst *string
+			src string
+		}{{&ref.Name, obj.Name}, {&ref.Namespace, obj.Namespace}, {&ref.ResourceVersion, obj.ResourceVersion}} {
+			if *f.dst == "" {
+				*f.dst = f.src
+			}
+		}
+		if ref.UID == "" {
+			ref.UID = obj.UID
+		}
+		ok = r.a.backend.ProcessEvents(ev) && ok
+	}
+	return ok
 }
 
 // Start begins auditing req as attrs describe it (the authenticated user
@@ -230,15 +301,20 @@ func (a *Auditor) Start(req *http.Request, w http.ResponseWriter, attrs authoriz
 	}
 	ac := audit.AuditContextFrom(ctx)
 	rac := a.policy.EvaluatePolicyRule(attrs)
-	if err := ac.Init(rac, a.backend); err != nil {
+	if rac.Level == auditinternal.LevelNone {
+		if err := ac.Init(rac, a.backend); err != nil {
+			return req.WithContext(ctx), nil, fmt.Errorf("audit: %w", err)
+		}
+		return req.WithContext(ctx), nil, nil
+	}
+	r := &Request{a: a, ac: ac, level: rac.Level, longRunning: longRunning}
+	ctx = context.WithValue(ctx, requestKey{}, r)
+	r.ctx = ctx
+	if err := ac.Init(rac, r); err != nil {
 		return req.WithContext(ctx), nil, fmt.Errorf("audit: %w", err)
 	}
 	req = req.WithContext(ctx)
-	if rac.Level == auditinternal.LevelNone {
-		return req, nil, nil
-	}
 	audit.LogRequestMetadata(ctx, req, received, attrs)
-	r := &Request{a: a, ctx: ctx, ac: ac, level: rac.Level, longRunning: longRunning}
 	if !rac.Level.Less(auditinternal.LevelRequest) && req.Body != nil && req.Body != http.NoBody {
 		r.reqBody = &capture{max: a.maxBody}
 		r.reqType = req.Header.Get("Content-Type")

@@ -392,3 +392,63 @@ func TestLogFileRotation(t *testing.T) {
 		t.Fatalf("current log %v %v, want at most 1 MiB", fi, err)
 	}
 }
+
+// A user name from a certificate's CN may hold any character: it must not
+// split or forge a log line.
+func TestNoLineInjection(t *testing.T) {
+	var out syncBuffer
+	a, err := New(Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := &user.DefaultInfo{Name: "mallory\n{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"user\":{\"username\":\"system:admin\"}}\n"}
+	req := httptest.NewRequest(http.MethodDelete, "/api/v1/namespaces/default/pods/p%0A1", nil)
+	handler(a, evil, false, func(w http.ResponseWriter, r *http.Request) {}).ServeHTTP(httptest.NewRecorder(), req)
+	if n := strings.Count(out.b.String(), "\n"); n != 1 {
+		t.Fatalf("%d lines for one request: %q", n, out.b.String())
+	}
+	if evs := out.events(t); len(evs) != 1 || evs[0].User.Username != evil.Name || evs[0].ObjectRef.Name != "p\n1" {
+		t.Fatalf("events %+v", evs)
+	}
+}
+
+// BenchmarkRequest is the cost of auditing one request at the default
+// policy's Metadata level (policy evaluation, one JSON line), written to
+// a file as orca-server does.
+func BenchmarkRequest(b *testing.B) {
+	a, err := New(Options{LogPath: filepath.Join(b.TempDir(), "audit.log")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	h := handler(a, jane, false, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods/p1", nil)
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, req)
+	}
+}
+
+// A create names its object in the body: LogObject puts it in objectRef.
+func TestLogObjectFillsObjectRef(t *testing.T) {
+	var out syncBuffer
+	a, err := New(Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler(a, jane, false, func(w http.ResponseWriter, r *http.Request) {
+		LogObject(r.Context(), &metav1.ObjectMeta{GenerateName: "cm-"})
+		LogObject(r.Context(), &metav1.ObjectMeta{Name: "cm-x1", Namespace: "default", UID: "u-1", ResourceVersion: "7"})
+		w.WriteHeader(http.StatusCreated)
+	})
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader("{}")))
+	LogObject(t.Context(), &metav1.ObjectMeta{Name: "unaudited"}) // no audit in ctx: nothing happens
+	evs := out.events(t)
+	if len(evs) != 1 {
+		t.Fatalf("%d events", len(evs))
+	}
+	if o := evs[0].ObjectRef; o == nil || o.Name != "cm-x1" || o.Namespace != "default" || o.UID != "u-1" || o.ResourceVersion != "7" || o.Resource != "configmaps" || evs[0].Verb != "create" {
+		t.Fatalf("objectRef %+v verb %s", evs[0].ObjectRef, evs[0].Verb)
+	}
+}
