@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orca-edge/orca/controlplane/controllers/clusterroleaggregation"
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/controllers/disruption"
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
@@ -29,6 +30,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/registry/policy"
+	"github.com/orca-edge/orca/controlplane/registry/rbac"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -96,8 +98,9 @@ func New(cfg Config) (*Manager, error) {
 		slices      = inf(store.EndpointSlices)
 		pdbs        = inf(policy.PodDisruptionBudgets)
 		sas         = inf(core.ServiceAccounts)
+		crs         = inf(rbac.ClusterRoles)
 	)
-	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas}}
+	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -114,6 +117,7 @@ func New(cfg Config) (*Manager, error) {
 		{eventttl.Name, wrap(eventttl.New(s, cfg.EventTTL).Run)},
 		{disruption.Name, wrap(disruption.New(s, reg, policy.PodDisruptionBudgets, pdbs, pods, rss, deployments).Run)},
 		{serviceaccount.Name, wrap(serviceaccount.New(s, reg, namespaces, sas).Run)},
+		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
 	}
 	return m, nil
 }
