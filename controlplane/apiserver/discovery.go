@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/orca-edge/orca/controlplane/auth/natsauth"
 )
 
 // GitVersion is what /version reports: the Kubernetes API level orca
@@ -80,7 +82,8 @@ func (s *Server) discovery(c echo.Context, gv schema.GroupVersion, segs []string
 	list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
 	if gv.Group == orcaGroup && gv.Version == "v1" {
 		list.APIResources = []metav1.APIResource{{Name: "wasmmodules", SingularName: "wasmmodule", Kind: "WasmModule", Verbs: metav1.Verbs{"get", "list", "update"}},
-			{Name: "images", SingularName: "image", Kind: "ContainerImage", Verbs: metav1.Verbs{"get", "list", "update"}}}
+			{Name: "images", SingularName: "image", Kind: "ContainerImage", Verbs: metav1.Verbs{"get", "list", "update"}},
+			{Name: natsauth.Resource, SingularName: "natscredentialrequest", Kind: natsauth.Kind, Verbs: metav1.Verbs{"create"}}}
 		return c.JSON(http.StatusOK, list)
 	}
 	found := false

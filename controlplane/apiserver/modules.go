@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/orca-edge/orca/controlplane/auth/natsauth"
 	"github.com/orca-edge/orca/wasm"
 )
 
@@ -56,6 +57,9 @@ func (s *Server) orcaAPI(c echo.Context) error {
 	}
 	if segs[3] == "images" && len(segs) <= 5 {
 		return s.images(c, segs) // images.go
+	}
+	if segs[3] == natsauth.Resource {
+		return s.natsCredentials(c, segs) // natscreds.go
 	}
 	if segs[3] != "wasmmodules" || len(segs) > 5 {
 		return notFoundPath(c.Request().URL.Path)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/orca-edge/orca/controlplane/auth/natsauth"
 	"io"
 	"log/slog"
 	"net"
@@ -72,6 +73,9 @@ type Config struct {
 	// Images stores pushed OCI image archives (`orca image push`,
 	// /apis/orca.dev/v1/images). When nil, those requests answer 503.
 	Images ImageStore
+	// NATSCredentials answers NATSCredentialRequests (natscreds.go).
+	// When nil, they answer 503.
+	NATSCredentials *natsauth.Issuer
 	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 3 MiB
 	// (Kubernetes' own limit). Module pushes have their own 64 MiB bound.
 	MaxBodyBytes int64

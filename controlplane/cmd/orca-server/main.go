@@ -49,6 +49,8 @@ type options struct {
 	maxMutatingInflight int
 	requestTimeout      time.Duration
 	maxConnections      int
+
+	nats natsAuthOptions
 }
 
 func main() {
@@ -85,6 +87,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.IntVar(&o.maxMutatingInflight, "max-mutating-requests-inflight", 200, "mutating API requests served at once; more get 429")
 	f.DurationVar(&o.requestTimeout, "request-timeout", time.Minute, "time an API request (body included) may take, watches and logs excepted")
 	f.IntVar(&o.maxConnections, "max-connections", 4096, "HTTP connections the apiserver holds at once; more wait to be accepted")
+	addNATSAuthFlags(f, &o.nats)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -100,6 +103,10 @@ func run(ctx context.Context, o options) error {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
 
+	natsAuth, err := natsAuthority(o)
+	if err != nil {
+		return err
+	}
 	url := o.natsURL
 	if url == "" {
 		host, portStr, err := net.SplitHostPort(o.natsListen)
@@ -113,7 +120,11 @@ func run(ctx context.Context, o options) error {
 		if err := checkFree(o.natsListen); err != nil {
 			return err
 		}
-		ns, err := store.StartEmbedded(store.EmbeddedConfig{Host: host, Port: port, DataDir: filepath.Join(o.dataDir, "jetstream"), SyncAlways: o.syncAlways})
+		ecfg := store.EmbeddedConfig{Host: host, Port: port, DataDir: filepath.Join(o.dataDir, "jetstream"), SyncAlways: o.syncAlways}
+		if natsAuth != nil {
+			ecfg.Configure = natsAuth.Configure
+		}
+		ns, err := store.StartEmbedded(ecfg)
 		if err != nil {
 			return err
 		}
@@ -132,7 +143,11 @@ func run(ctx context.Context, o options) error {
 	// and cut off from the cluster.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	nc, err := nats.Connect(url, nats.Name("orca-server"), nats.MaxReconnects(-1),
+	natsOpts, err := natsControlPlaneOptions(natsAuth)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(url, append(natsOpts, nats.Name("orca-server"), nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed the connection ourselves
 				slog.Warn("NATS disconnected", "err", err)
@@ -145,7 +160,7 @@ func run(ctx context.Context, o options) error {
 				slog.Error("orca-server cannot go on without NATS; exiting", "err", err)
 				fail(err)
 			}
-		}))
+		}))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
@@ -155,6 +170,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer st.Close()
+	if err := natsBootstrap(ctx, st); err != nil {
+		return err
+	}
 	// One registry of kinds for the apiserver and the controllers, so a
 	// kind added at run time is served and collected alike.
 	reg := builtin.New()
@@ -171,7 +189,8 @@ func run(ctx context.Context, o options) error {
 		}
 		api, err := apiserver.New(apiserver.Config{Store: st, Registry: reg, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
-			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections})
+			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections,
+			NATSCredentials: natsIssuer(o, natsAuth, "nats")})
 		if err != nil {
 			return err
 		}
