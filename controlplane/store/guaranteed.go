@@ -78,7 +78,11 @@ type UpdateFunc func(current Object) (Object, error)
 //   - tryUpdate gets a deep copy; its error (on the object read from NATS)
 //     aborts and is returned as is;
 //   - when the result encodes the same as the stored object the write is
-//     skipped and the stored object returned (resourceVersion unchanged);
+//     skipped and the stored object returned (resourceVersion unchanged),
+//     unless the stored value is stale for the encryption at rest (written
+//     with a key that is no longer the first, or in plain text; see
+//     transform.go): then it is rewritten with the first key, so an
+//     unchanged `kubectl replace` re-encrypts, as Kubernetes;
 //   - a missing object is NotFound (404), also when it is deleted between
 //     retries; tryUpdate is not called then;
 //   - at most GuaranteedUpdateMaxAttempts writes, and until ctx ends.
@@ -99,15 +103,18 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, r Resource, namespace, nam
 	if checkKey("update", key) != nil {
 		return nil, apierrors.NewNotFound(r.GroupResource(), name)
 	}
-	cur, current := s.cachedObject(r, key), false
+	// stale: the stored value was written with a key or provider that is
+	// no longer the first of the encryption configuration (or in plain
+	// text), so even a no-op rewrites it, as etcd3's store does.
+	cur, current, stale := s.cachedObject(r, key), false, false
 	if cur == nil {
-		if cur, err = s.getKV(ctx, kv, r, key, namespace, name); err != nil {
+		if cur, stale, err = s.getKV(ctx, kv, r, key, namespace, name); err != nil {
 			return nil, err
 		}
 		current = true
 	}
 	refresh := func() error {
-		cur, err = s.getKV(ctx, kv, r, key, namespace, name)
+		cur, stale, err = s.getKV(ctx, kv, r, key, namespace, name)
 		current = true
 		return err
 	}
@@ -149,7 +156,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, r Resource, namespace, nam
 		if err != nil {
 			return nil, err
 		}
-		if bytes.Equal(oldData, newData) {
+		if bytes.Equal(oldData, newData) && !stale {
 			if !current { // a no-op on a cached copy: confirm on the stored one
 				if err := refresh(); err != nil {
 					return nil, err
@@ -158,14 +165,18 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, r Resource, namespace, nam
 			}
 			return cur, nil
 		}
-		if err := s.checkSize(r, out, newData); err != nil {
+		stored, err := s.toStorage(ctx, r, key, newData)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.checkSize(r, out, stored); err != nil {
 			return nil, err
 		}
 		rev, err := ParseResourceVersion(cur.GetResourceVersion())
 		if err != nil {
 			return nil, err
 		}
-		newRev, err := kv.Update(ctx, key, newData, rev)
+		newRev, err := kv.Update(ctx, key, stored, rev)
 		if err == nil {
 			return Decode(r, newData, newRev)
 		}
@@ -182,16 +193,22 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, r Resource, namespace, nam
 	}
 }
 
-// getKV reads key from NATS: NotFound when missing or deleted.
-func (s *Store) getKV(ctx context.Context, kv jetstream.KeyValue, r Resource, key, namespace, name string) (Object, error) {
+// getKV reads key from NATS: NotFound when missing or deleted. stale
+// reports a value to rewrite (see fromStorage).
+func (s *Store) getKV(ctx context.Context, kv jetstream.KeyValue, r Resource, key, namespace, name string) (Object, bool, error) {
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, apierrors.NewNotFound(r.GroupResource(), name)
+		return nil, false, apierrors.NewNotFound(r.GroupResource(), name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: get %s %s/%s: %w", r.Kind, namespace, name, err)
+		return nil, false, fmt.Errorf("store: get %s %s/%s: %w", r.Kind, namespace, name, err)
 	}
-	return Decode(r, e.Value(), e.Revision())
+	data, stale, err := s.fromStorage(ctx, r, key, e.Value())
+	if err != nil {
+		return nil, false, err
+	}
+	obj, err := Decode(r, data, e.Revision())
+	return obj, stale, err
 }
 
 // cachedObject returns a deep copy of key from the bucket's unfiltered

@@ -58,6 +58,13 @@ type Config struct {
 	// do not purge deleted keys. A node agent's NATS user has no right to
 	// do either. A missing bucket is a 503 ServiceUnavailable naming it.
 	BindOnly bool
+	// Transformers, when set, gives each resource's value transformer at
+	// rest (nil for a resource: its values are stored as they are);
+	// controlplane/auth/encryption builds them from Kubernetes'
+	// EncryptionConfiguration. See transform.go. Every store that reads an
+	// encrypted resource needs the same transformers; one without them
+	// gets a clear 500 for an encrypted value, never ciphertext.
+	Transformers ResourceTransformers
 }
 
 // Store is the typed store. It is safe for concurrent use.
@@ -296,7 +303,11 @@ func (s *Store) Get(ctx context.Context, r Resource, namespace, name string) (Ob
 	if err != nil {
 		return nil, fmt.Errorf("store: get %s %s/%s: %w", r.Kind, namespace, name, err)
 	}
-	return Decode(r, e.Value(), e.Revision())
+	data, _, err := s.fromStorage(ctx, r, key, e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return Decode(r, data, e.Revision())
 }
 
 // Create stores a new object and returns it with its resourceVersion set.
@@ -311,9 +322,6 @@ func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(r, obj, data); err != nil {
-		return nil, err
-	}
 	// Whoever creates (the apiserver validates, controllers derive names
 	// such as <deployment>-<hash>), no object may get a name longer than
 	// Kubernetes allows: nothing could address it later.
@@ -325,7 +333,14 @@ func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, err
 	if err := checkKey(fmt.Sprintf("create %s %s/%s", r.Kind, obj.GetNamespace(), obj.GetName()), key); err != nil {
 		return nil, err
 	}
-	rev, err := kv.Create(ctx, key, data)
+	stored, err := s.toStorage(ctx, r, key, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(r, obj, stored); err != nil {
+		return nil, err
+	}
+	rev, err := kv.Create(ctx, key, stored)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, apierrors.NewAlreadyExists(r.GroupResource(), obj.GetName())
 	}
@@ -355,14 +370,18 @@ func (s *Store) Update(ctx context.Context, r Resource, obj Object) (Object, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(r, obj, data); err != nil {
-		return nil, err
-	}
 	key := s.key(r, obj.GetNamespace(), obj.GetName())
 	if checkKey("update", key) != nil {
 		return nil, apierrors.NewNotFound(r.GroupResource(), obj.GetName())
 	}
-	newRev, err := kv.Update(ctx, key, data, rev)
+	stored, err := s.toStorage(ctx, r, key, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(r, obj, stored); err != nil {
+		return nil, err
+	}
+	newRev, err := kv.Update(ctx, key, stored, rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		if _, gerr := kv.Get(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
 			return nil, apierrors.NewNotFound(r.GroupResource(), obj.GetName())
@@ -390,7 +409,11 @@ func (s *Store) Put(ctx context.Context, r Resource, key string, obj Object) err
 	if err != nil {
 		return err
 	}
-	_, err = kv.Put(ctx, key, data)
+	stored, err := s.toStorage(ctx, r, key, data)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, key, stored)
 	return err
 }
 
@@ -443,7 +466,11 @@ func (s *Store) Delete(ctx context.Context, r Resource, namespace, name, resourc
 		// later (deletedPurgeDelay).
 		err = kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 		if err == nil {
-			return Decode(r, e.Value(), e.Revision())
+			data, _, err := s.fromStorage(ctx, r, key, e.Value())
+			if err != nil {
+				return nil, err
+			}
+			return Decode(r, data, e.Revision())
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return nil, fmt.Errorf("store: delete %s %s/%s: %w", r.Kind, namespace, name, err)
@@ -627,6 +654,10 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 	}
 	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents, s.cfg.WatchCacheBytes, s.cfg.WatchBookmarkInterval)
 	c.bindOnly = s.cfg.BindOnly
+	c.transform = func(key string, data []byte) ([]byte, error) {
+		out, _, err := s.fromStorage(c.ctx, r, key, data)
+		return out, err
+	}
 	if err := c.start(); err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ type watchCache struct {
 	budget   int // encoded bytes of kept events at most
 	bookmark time.Duration
 	bindOnly bool // Config.BindOnly: never purge
+	// transform turns a stored value into the encoded object (decryption
+	// at rest, see transform.go); nil: values are stored as they are.
+	transform func(key string, data []byte) ([]byte, error)
 
 	ready  chan struct{} // closed once the initial snapshot is loaded
 	done   chan struct{} // closed when the NATS watcher ended
@@ -172,7 +175,15 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 	var ev event
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
-		obj, err := Decode(c.r, e.Value(), rev)
+		data := e.Value()
+		var err error
+		if c.transform != nil {
+			data, err = c.transform(key, data)
+		}
+		var obj Object
+		if err == nil {
+			obj, err = Decode(c.r, data, rev)
+		}
 		if err != nil {
 			slog.Error("watch cache: skipping undecodable value", "bucket", c.r.Bucket(), "key", key, "revision", rev, "err", err)
 			break

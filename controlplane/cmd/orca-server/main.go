@@ -50,10 +50,20 @@ type options struct {
 	requestTimeout      time.Duration
 	maxConnections      int
 
-	nats natsAuthOptions
+	nats       natsAuthOptions
+	encryption encryptionOptions
 }
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newCommand().ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// newCommand returns orca-server's command with its flags.
+func newCommand() *cobra.Command {
 	var o options
 	cmd := &cobra.Command{
 		Use:   "orca-server",
@@ -88,12 +98,8 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.DurationVar(&o.requestTimeout, "request-timeout", time.Minute, "time an API request (body included) may take, watches and logs excepted")
 	f.IntVar(&o.maxConnections, "max-connections", 4096, "HTTP connections the apiserver holds at once; more wait to be accepted")
 	addNATSAuthFlags(f, &o.nats)
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		os.Exit(1)
-	}
+	o.encryption.addFlags(f)
+	return cmd
 }
 
 func run(ctx context.Context, o options) error {
@@ -102,6 +108,10 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+	transformers, err := o.encryption.transformers(ctx, o.dataDir)
+	if err != nil {
+		return err
+	}
 
 	natsAuth, err := natsAuthority(o)
 	if err != nil {
@@ -165,7 +175,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
 	defer nc.Close()
-	st, err := store.New(nc, store.Config{Replicas: o.replicas})
+	st, err := store.New(nc, store.Config{Replicas: o.replicas, Transformers: transformers})
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.PersistentFlags().String("server", DefaultServer, "orca apiserver URL")
-	root.AddCommand(newVersionCommand(), newWasmCommand(), newImageCommand(), newApplyCmd(), newDeleteCmd(), newWaitCmd())
+	root.AddCommand(newVersionCommand(), newWasmCommand(), newImageCommand(), newApplyCmd(), newDeleteCmd(), newWaitCmd(), newSecretsCommand())
 	return root
 }
 
