@@ -5,13 +5,18 @@
 package authz
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/union"
+
+	"github.com/orca-edge/orca/controlplane/auth/rbac"
 )
 
 // Forbidden returns the 403 Forbidden Status of a denied request, worded
@@ -76,4 +81,39 @@ func NewRuleResolver(resolvers ...authorizer.RuleResolver) authorizer.RuleResolv
 		}
 	}
 	return union.NewRuleResolvers(chain...)
+}
+
+// PrivilegedGroups returns the authorizer that allows every request of a
+// member of one of groups and has no opinion on others, as
+// kube-apiserver's authorizerfactory.NewPrivilegedGroups, which it puts
+// first with user.SystemPrivilegedGroup (system:masters): the admin works
+// even before RBAC's informers have synced or when the cluster-admin
+// binding was deleted.
+func PrivilegedGroups(groups ...string) authorizer.Authorizer {
+	return authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if u := a.GetUser(); u != nil {
+			for _, g := range u.GetGroups() {
+				if slices.Contains(groups, g) {
+					return authorizer.DecisionAllow, "", nil
+				}
+			}
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+}
+
+// GroupRules returns the authorizer that allows members of group what
+// rules allow (RBAC's rule matching) and has no opinion otherwise: a
+// ClusterRole bound to a group, held in memory. orca uses it for nodes
+// (system:nodes with the system:node rules) only while no Node authorizer
+// is configured, as Kubernetes before 1.8 bound system:node to
+// system:nodes; the Node authorizer narrows that to each node's own
+// objects.
+func GroupRules(group string, rules []rbacv1.PolicyRule) authorizer.Authorizer {
+	return authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if u := a.GetUser(); u != nil && slices.Contains(u.GetGroups(), group) && rbac.RulesAllow(a, rules...) {
+			return authorizer.DecisionAllow, "allowed by the rules of group " + group, nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -86,5 +87,31 @@ func TestImpersonate(t *testing.T) {
 	DeleteImpersonationHeaders(h)
 	if len(h) != 1 {
 		t.Fatalf("headers left: %v", h)
+	}
+}
+
+func TestUnionOrder(t *testing.T) {
+	ctx := context.Background()
+	nodeRules := []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes"}}}
+	a, err := New(Named{AuthorizerName: "Privileged", Authorizer: PrivilegedGroups(user.SystemPrivilegedGroup)},
+		Named{AuthorizerName: "Node"}, // none configured: left out
+		Named{AuthorizerName: "Nodes", Authorizer: GroupRules(user.NodesGroup, nodeRules)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		u     user.Info
+		attrs authorizer.AttributesRecord
+		want  authorizer.Decision
+	}{
+		{&user.DefaultInfo{Name: "root", Groups: []string{user.SystemPrivilegedGroup}}, authorizer.AttributesRecord{Verb: "delete", Resource: "nodes", ResourceRequest: true}, authorizer.DecisionAllow},
+		{&user.DefaultInfo{Name: "system:node:n1", Groups: []string{user.NodesGroup}}, authorizer.AttributesRecord{Verb: "get", Resource: "nodes", Name: "n1", ResourceRequest: true}, authorizer.DecisionAllow},
+		{&user.DefaultInfo{Name: "system:node:n1", Groups: []string{user.NodesGroup}}, authorizer.AttributesRecord{Verb: "delete", Resource: "nodes", ResourceRequest: true}, authorizer.DecisionNoOpinion},
+		{&user.DefaultInfo{Name: "jane"}, authorizer.AttributesRecord{Verb: "get", Resource: "nodes", ResourceRequest: true}, authorizer.DecisionNoOpinion},
+	} {
+		tc.attrs.User = tc.u
+		if d, _, _ := a.Authorize(ctx, tc.attrs); d != tc.want {
+			t.Errorf("%s %s %s: %v, want %v", tc.u.GetName(), tc.attrs.Verb, tc.attrs.Resource, d, tc.want)
+		}
 	}
 }

@@ -18,8 +18,8 @@ var ClusterRoles = store.Resource{Group: rbacv1.GroupName, Version: "v1", Kind: 
 
 // ClusterRole is the clusterroles kind, as pkg/registry/rbac/clusterrole:
 // the rules of a Role, nonResourceURLs allowed; an aggregationRule needs
-// at least one valid clusterRoleSelector. (Aggregating the selected
-// roles' rules, the clusterrole-aggregation controller, is not done.)
+// at least one valid clusterRoleSelector (the selected roles' rules are
+// gathered by controlplane/controllers/clusterroleaggregation).
 func ClusterRole() registry.Kind {
 	return registry.Kind{
 		Resource:       ClusterRoles,

@@ -2,8 +2,8 @@
 // group (Role, ClusterRole, RoleBinding, ClusterRoleBinding), one file
 // per kind, with Kubernetes' validation (pkg/apis/rbac/validation) and
 // defaults (pkg/apis/rbac/v1/defaults.go) and kubectl's columns. They are
-// stored and served; enforcing them (authorization) is the security
-// issue's work.
+// enforced by controlplane/auth/rbac (the authorizer and the escalation
+// checks of writes of these kinds).
 package rbac
 
 import (
