@@ -11,14 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/orca-edge/orca/controlplane/auth/rbac/bootstrappolicy"
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
 // Bootstrap creates, when missing, the namespaces default, kube-system,
-// kube-public and kube-node-lease (each with its default ServiceAccount)
-// and the RuntimeClasses wasm (handler
-// wasm) and runc (handler runc). It is idempotent.
+// kube-public and kube-node-lease (each with its default ServiceAccount),
+// the RuntimeClasses wasm (handler wasm) and runc (handler runc), and
+// reconciles the default RBAC policy (bootstrappolicy.Reconcile). It is
+// idempotent.
 func (s *Server) Bootstrap(ctx context.Context) error {
 	s.bootMu.Lock()
 	defer s.bootMu.Unlock()
@@ -34,6 +36,12 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 		if _, err := s.createObject(ctx, store.RuntimeClasses, "", obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("bootstrap runtimeclass %s: %w", h, err)
 		}
+	}
+	// The default RBAC roles and bindings (cluster-admin for
+	// system:masters, admin/edit/view, ...), as kube-apiserver's
+	// rbac/bootstrap-roles hook.
+	if err := bootstrappolicy.Reconcile(ctx, s.st, s.reg); err != nil {
+		return fmt.Errorf("bootstrap rbac policy: %w", err)
 	}
 	return nil
 }
