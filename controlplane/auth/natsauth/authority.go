@@ -281,3 +281,20 @@ func (a *Authority) ConnectOption(u User) ([]nats.Option, error) {
 	}
 	return opts, nil
 }
+
+// ServerConfig returns the nats-server configuration lines that trust the
+// operator and serve the orca and system accounts from a memory resolver
+// (for an external NATS cluster; append JetStream, cluster and TLS
+// settings of its own).
+func (a *Authority) ServerConfig() string {
+	sysPub, _ := a.system.PublicKey()
+	return fmt.Sprintf(`# orca's NATS operator and accounts (orca-server nats-config)
+operator: %s
+system_account: %s
+resolver: MEMORY
+resolver_preload: {
+  %s: %s
+  %s: %s
+}
+`, a.OperatorJWT(), sysPub, a.Account(), a.accountJWT, sysPub, a.systemJWT)
+}

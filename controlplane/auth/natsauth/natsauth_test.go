@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -455,4 +456,50 @@ func informed(t *testing.T, st *store.Store, filter string) string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ",")
+}
+
+// An external nats-server configured with ServerConfig trusts the
+// authority's users.
+func TestServerConfigForExternalNATS(t *testing.T) {
+	auth, err := natsauth.NewEphemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	cfg := auth.ServerConfig() + fmt.Sprintf("host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\n", filepath.Join(dir, "js"))
+	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("config:\n%s\n%v", cfg, err)
+	}
+	opts.NoSigs = true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	copts, err := auth.ConnectOption(natsauth.ControlPlane())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL(), copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := store.New(nc, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Create(context.Background(), store.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "x"}}); err != nil {
+		t.Fatalf("JetStream in the orca account: %v", err)
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/orca-edge/orca/controlplane/auth/natsauth"
@@ -27,12 +29,38 @@ func addNATSAuthFlags(f *pflag.FlagSet, o *natsAuthOptions) {
 }
 
 // natsAuthority loads (or creates on first start) orca's NATS operator
-// keys, or returns nil when NATS accounts are off or NATS is external.
+// keys, or returns nil when NATS accounts are off. With an external NATS
+// (--nats-url) the cluster must trust orca's operator: `orca-server
+// nats-config` prints the configuration it needs.
 func natsAuthority(o options) (*natsauth.Authority, error) {
-	if !o.nats.accounts || o.natsURL != "" {
+	if !o.nats.accounts {
 		return nil, nil
 	}
-	return natsauth.LoadOrCreate(filepath.Join(o.dataDir, "tls", "nats"))
+	return natsauth.LoadOrCreate(natsKeyDir(o.dataDir))
+}
+
+func natsKeyDir(dataDir string) string { return filepath.Join(dataDir, "tls", "nats") }
+
+// newNATSConfigCommand prints the nats-server configuration that makes an
+// external NATS cluster trust orca's operator and serve its accounts
+// (memory resolver with the two account JWTs preloaded).
+func newNATSConfigCommand() *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "nats-config",
+		Short: "print the nats-server settings (operator, accounts) for an external NATS cluster to trust orca's NATS accounts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := natsauth.LoadOrCreate(natsKeyDir(dataDir))
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), a.ServerConfig())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/orca/server", "orca-server's data directory (the keys are under tls/nats)")
+	return cmd
 }
 
 // natsControlPlaneOptions are the connect options of the control plane's
@@ -57,7 +85,9 @@ func natsIssuer(o options, a *natsauth.Authority, scheme string) *natsauth.Issue
 		return nil
 	}
 	servers := o.nats.advertise
-	if len(servers) == 0 {
+	if len(servers) == 0 && o.natsURL != "" {
+		servers = strings.Split(o.natsURL, ",")
+	} else if len(servers) == 0 {
 		servers = advertised(o.natsListen, scheme)
 	}
 	slog.Info("NATS accounts on: clients need user JWTs", "account", a.Account(), "advertise", servers)

@@ -57,6 +57,10 @@ type options struct {
 	imageGCHigh        int
 	imageGCLow         int
 	imageGCMinAge      time.Duration
+	// joining and NATS credentials: see join.go
+	join       joinOptions
+	natsCreds  string
+	natsURLSet bool // --nats-url given: it wins over the servers of the credentials
 }
 
 // podNetOptions are the pod network's flags (nodeagent/podnet).
@@ -83,6 +87,7 @@ func main() {
 		Short:        "orca node agent: runs the pods bound to this node and its service proxy",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.natsURLSet = cmd.Flags().Changed("nats-url")
 			return run(cmd.Context(), o)
 		},
 	}
@@ -111,6 +116,12 @@ func main() {
 	f.IntVar(&o.imageGCHigh, "image-gc-high-threshold", nodeagent.DefaultImageGCHighThresholdPercent, "percent of the image filesystem in use at which unused images are removed, as the kubelet's; 100 turns image garbage collection off")
 	f.IntVar(&o.imageGCLow, "image-gc-low-threshold", nodeagent.DefaultImageGCLowThresholdPercent, "percent of the image filesystem in use that image garbage collection frees down to; 1 to 99, below the high threshold")
 	f.DurationVar(&o.imageGCMinAge, "minimum-image-gc-age", nodeagent.DefaultImageMinimumGCAge, "how long an unused image is kept at least before it may be garbage collected")
+
+	f.StringVar(&o.join.server, "server", "", "apiserver URL (https://host:6443) to join the cluster at with --token")
+	f.StringVar(&o.join.token, "token", "", "bootstrap token (`orca token create`) to join with: the agent gets its node certificate and NATS credentials, kept under --data-dir for later starts")
+	f.StringVar(&o.join.caHash, "discovery-token-ca-cert-hash", "", "sha256:<hex> of the cluster CA's public key (kubeadm's): the join trusts only a server whose certificate that CA signed")
+	f.DurationVar(&o.join.timeout, "join-timeout", 2*time.Minute, "how long joining may take")
+	f.StringVar(&o.natsCreds, "nats-creds", "", "NATS .creds file of this node's user (default: the one a join wrote under --data-dir/nats, if any)")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -157,7 +168,12 @@ func run(ctx context.Context, o options) error {
 	// and cut off from the cluster.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	nc, err := nats.Connect(o.natsURL, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+	natsOpts, natsURL, bindOnly, err := natsIdentity(ctx, o, o.natsURLSet)
+	if err != nil {
+		return err
+	}
+	o.natsURL = natsURL
+	nc, err := nats.Connect(o.natsURL, append(natsOpts, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed the connection ourselves
 				slog.Warn("NATS disconnected; pods keep running", "err", err)
@@ -170,12 +186,12 @@ func run(ctx context.Context, o options) error {
 				slog.Error("orca-agent cannot go on without NATS; exiting", "err", err)
 				fail(err)
 			}
-		}))
+		}))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.natsURL, err)
 	}
 	defer nc.Close()
-	st, err := store.New(nc, store.Config{})
+	st, err := store.New(nc, store.Config{BindOnly: bindOnly})
 	if err != nil {
 		return err
 	}

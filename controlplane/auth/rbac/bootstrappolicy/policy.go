@@ -110,6 +110,9 @@ func NodeRules() []rbacv1.PolicyRule {
 		rule(v("get", "create", "update", "patch", "delete"), g(storageGroup), "csinodes"),
 		rule(v("get", "list", "watch"), g(nodeGroup), "runtimeclasses"),
 		rule(Read, g(discoveryGroup), "endpointslices"),
+		// orca: a node asks for its own NATS credentials (node
+		// permissions, natsauth.Node) with a NATSCredentialRequest.
+		rule(v("create"), g("orca.dev"), "natscredentialrequests"),
 	}
 }
 
