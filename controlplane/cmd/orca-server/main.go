@@ -98,7 +98,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.DurationVar(&o.requestTimeout, "request-timeout", time.Minute, "time an API request (body included) may take, watches and logs excepted")
 	f.IntVar(&o.maxConnections, "max-connections", 4096, "HTTP connections the apiserver holds at once; more wait to be accepted")
 	addNATSAuthFlags(f, &o.nats)
-o.encryption.addFlags(f)
+	o.encryption.addFlags(f)
 	cmd.AddCommand(newNATSConfigCommand())
 	return cmd
 }
