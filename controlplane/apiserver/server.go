@@ -212,6 +212,12 @@ func (s *Server) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	if s.nc != nil {
+		if err := s.ServeRelay(ctx); err != nil { // relay.go
+			ln.Close()
+			return err
+		}
+	}
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	// CustomResourceDefinitions: their kinds join the registry once

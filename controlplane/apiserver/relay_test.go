@@ -1,0 +1,99 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// relayStatus decodes a relay reply's Status.
+func relayStatus(t *testing.T, resp *nodeapi.RelayResponse) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(resp.Body, &st); err != nil || st.Kind != "Status" {
+		t.Fatalf("reply %d %s: not a Status (%v)", resp.StatusCode, resp.Body, err)
+	}
+	return st
+}
+
+// The relay serves REST requests of a node over NATS with the apiserver's
+// handler: reads and writes work, watches and malformed requests are
+// refused with a Status, and bodies past max_payload fail in the client
+// with 413.
+func TestRelay(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.st.Create(ctx, store.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cfg", UID: "u1"},
+		Data: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := nodeapi.NewRelay(e.nc, "edge.1")
+
+	resp, err := r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/cfg", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if resp.StatusCode != 200 || json.Unmarshal(resp.Body, &cm) != nil || cm.Data["k"] != "v" {
+		t.Fatalf("GET configmap: %d %s", resp.StatusCode, resp.Body)
+	}
+
+	resp, err = r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/missing", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := relayStatus(t, resp); resp.StatusCode != 404 || st.Reason != metav1.StatusReasonNotFound {
+		t.Fatalf("GET missing: %d %+v", resp.StatusCode, st)
+	}
+
+	ev := `{"apiVersion":"v1","kind":"Event","metadata":{"name":"e1","namespace":"default"},"involvedObject":{"kind":"ConfigMap","namespace":"default","name":"cfg"},"reason":"Test","message":"m","type":"Normal"}`
+	resp, err = r.Do(ctx, http.MethodPost, "/api/v1/namespaces/default/events", "application/json", []byte(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 201 {
+		t.Fatalf("POST event: %d %s", resp.StatusCode, resp.Body)
+	}
+
+	for _, path := range []string{"/api/v1/namespaces/default/configmaps?watch=true", "/api/v1/watch/namespaces/default/configmaps", "http://elsewhere/api/v1/pods", "relative"} {
+		resp, err = r.Do(ctx, http.MethodGet, path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := relayStatus(t, resp); resp.StatusCode != 400 {
+			t.Errorf("GET %s: %d %+v; want 400", path, resp.StatusCode, st)
+		}
+	}
+
+	big := make([]byte, e.nc.MaxPayload())
+	_, err = r.Do(ctx, http.MethodPost, "/api/v1/namespaces/default/configmaps", "application/json", big)
+	if !apierrors.IsRequestEntityTooLargeError(err) || !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("oversized body: %v; want 413 naming max_payload", err)
+	}
+}
+
+// A relayed request carries the node's identity from its subject.
+func TestRelayNodeUser(t *testing.T) {
+	u := NodeUser("edge.1")
+	if u.GetName() != "system:node:edge.1" || len(u.GetGroups()) != 2 || u.GetGroups()[0] != "system:nodes" || u.GetGroups()[1] != "system:authenticated" {
+		t.Fatalf("NodeUser: %+v", u)
+	}
+	for subj, want := range map[string]string{nodeapi.RelaySubject("edge.1"): "edge.1", nodeapi.RelaySubject("a"): "a", "orca.apirelay.": "", "orca.other.a": ""} {
+		got, ok := nodeapi.RelayNode(subj)
+		if got != want || ok != (want != "") {
+			t.Errorf("RelayNode(%q) = %q, %v; want %q", subj, got, ok, want)
+		}
+	}
+	if nodeapi.RelaySubject("a.b") == nodeapi.RelaySubject("a")+".b" {
+		t.Errorf("node a.b's subject %s is a subject under node a's", nodeapi.RelaySubject("a.b"))
+	}
+}

@@ -1,0 +1,103 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/orca-edge/orca/controlplane/apiserver"
+	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
+)
+
+// relayServer serves the API relay from an apiserver over e's store (its
+// HTTP side is not listened on) and returns it.
+func (e *env) relayServer() *apiserver.Server {
+	e.t.Helper()
+	srv, err := apiserver.New(apiserver.Config{Store: e.s, NATS: e.nc})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.t.Cleanup(cancel)
+	if err := srv.Bootstrap(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := srv.ServeRelay(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return srv
+}
+
+// An agent whose API is the relay registers its Node and Lease, runs a pod
+// with a Secret volume, writes its status and Events, and deletes it once
+// it is marked deleted: every write goes through the apiserver.
+func TestAgentOverRelay(t *testing.T) {
+	e := newEnv(t)
+	e.relayServer()
+	rt := testruntime.New("runc")
+	e.agent("edge.1", func(c *Config) { c.API = NewRelayAPI(e.nc, "edge.1"); c.VolumeSyncPeriod = 100 * time.Millisecond }, rt)
+	ctx := context.Background()
+
+	node, err := e.s.Get(ctx, store.Nodes, "", "edge.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeReady(node.(*corev1.Node)); c.Status != corev1.ConditionTrue {
+		t.Fatalf("node Ready %+v, want True", c)
+	}
+	storetest.Eventually(t, 5*time.Second, func() error {
+		l, err := e.s.Get(ctx, store.Leases, LeaseNamespace, "edge.1")
+		if err != nil {
+			return err
+		}
+		if refs := l.(*coordinationv1.Lease).OwnerReferences; len(refs) != 1 || refs[0].UID != node.GetUID() {
+			return fmt.Errorf("lease owners %+v", refs)
+		}
+		return nil
+	})
+
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "default"}, Data: map[string][]byte{"password": []byte("s3cr3t")}}, store.Secrets)
+	p := simplePod("web", "sleep", corev1.RestartPolicyAlways)
+	p.Spec.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "creds", MountPath: "/var/run/creds"}}
+	defaultPod(t, p) // as the apiserver's create would: its status updates validate the spec
+	e.pod("edge.1", p)
+	e.waitPod("default", "web", 10*time.Second, phaseIs(corev1.PodRunning))
+	spec := runningSpec(t, rt, "web", "main")
+	if err := fileIs(filepath.Join(mountOf(t, spec, "/var/run/creds").HostPath, "password"), "s3cr3t"); err != nil {
+		t.Error(err)
+	}
+	storetest.Eventually(t, 5*time.Second, func() error {
+		if r, _ := podEvents(e, "web"); r["Started"] == 0 {
+			return fmt.Errorf("events %v", r)
+		}
+		return nil
+	})
+
+	e.markDeleted("default", "web", 1)
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if _, err := e.getPod("default", "web"); err == nil {
+			return fmt.Errorf("pod still stored")
+		}
+		return nil
+	})
+}
+
+// defaultPod applies the registry's Pod defaults to p.
+func defaultPod(t testing.TB, p *corev1.Pod) {
+	t.Helper()
+	k, err := builtin.New().Kind(store.Pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Default(p)
+}
