@@ -95,4 +95,23 @@ func TestReconcile(t *testing.T) {
 	if d := get(regrbac.ClusterRoles, "system:discovery").(*rbacv1.ClusterRole); len(d.Rules) != 0 {
 		t.Errorf("protected system:discovery was reconciled: %v", d.Rules)
 	}
+
+	// A binding whose roleRef was replaced (delete + create by hand) is
+	// recreated with the default roleRef.
+	b := get(regrbac.ClusterRoleBindings, "system:discovery").(*rbacv1.ClusterRoleBinding)
+	if _, err := s.Delete(ctx, regrbac.ClusterRoleBindings, "", b.Name, b.ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+	b = b.DeepCopy()
+	b.ResourceVersion, b.UID = "", ""
+	b.RoleRef.Name = "view"
+	if _, err := reg.Create(ctx, s, regrbac.ClusterRoleBindings, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reconcile(ctx, s, reg); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(regrbac.ClusterRoleBindings, "system:discovery").(*rbacv1.ClusterRoleBinding); got.RoleRef.Name != "system:discovery" {
+		t.Errorf("system:discovery binding after reconcile refers to %q, want system:discovery", got.RoleRef.Name)
+	}
 }
