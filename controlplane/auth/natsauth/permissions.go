@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -40,7 +41,7 @@ func NodeInboxPrefix(node string) string { return "_INBOX_" + store.EncodeName(n
 // RelaySubject is where node's agent sends its API requests (the relay,
 // served by the apiserver as user system:node:<node>): only that node may
 // publish there, so the subject is its identity.
-func RelaySubject(node string) string { return "orca.apirelay." + store.EncodeName(node) }
+func RelaySubject(node string) string { return nodeapi.RelaySubject(node) }
 
 // Buckets every node reads whole, and the object stores it fetches
 // WASM modules and pushed images from.
