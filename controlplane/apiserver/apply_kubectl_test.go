@@ -69,7 +69,7 @@ func TestKubectlServerSideApply(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
 				home := t.TempDir()
-				cmd := exec.CommandContext(ctx, bin, append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache"), "--request-timeout=20s"}, args...)...)
+				cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + e.kubeconfig, "--cache-dir=" + filepath.Join(home, "cache"), "--request-timeout=20s"}, args...)...)
 				cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 				cmd.Stdin = strings.NewReader(stdin)
 				var stdout, stderr bytes.Buffer

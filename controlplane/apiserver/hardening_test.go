@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/security/securitytest"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -168,13 +170,16 @@ func TestReadyzFailsWhileNATSIsDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	srv, err := New(Config{Store: st, NATS: nc, Addr: addr, LivenessGracePeriod: time.Hour})
+	sec := securitytest.New(t)
+	ch := sec.Chain(st)
+	srv, err := New(Config{Store: st, NATS: nc, Addr: addr, LivenessGracePeriod: time.Hour, TLS: ch.TLS, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer})
 	if err != nil {
 		t.Fatal(err)
 	}
 	storetest.RunUntilCleanup(t, srv.Run)
+	anon := sec.HTTPClient(nil) // health checks need no credentials
 	get := func(p string) int {
-		resp, err := http.Get("http://" + addr + p)
+		resp, err := anon.Get("https://" + addr + p)
 		if err != nil {
 			return 0
 		}
@@ -206,11 +211,13 @@ func TestReadyzFailsWhileNATSIsDown(t *testing.T) {
 	})
 }
 
-// slowBody opens a connection and sends the headers of a request with a
-// body of n bytes, then one byte of it; the rest never comes.
-func slowBody(t *testing.T, addr, method, path string, n int) net.Conn {
+// slowBody opens a TLS connection as the admin and sends the headers of a
+// request with a body of n bytes, then one byte of it; the rest never
+// comes.
+func (e *env) slowBody(method, path string, n int) net.Conn {
+	t := e.t
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(e.url, "https://"), e.sec.TLS(e.sec.Admin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,9 +239,8 @@ func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 		c.MaxMutatingRequestsInFlight = 2
 		c.MaxRequestsInFlight = 2
 	}))
-	addr := strings.TrimPrefix(e.url, "http://")
 	path := "/api/v1/namespaces/default/configmaps"
-	held := []net.Conn{slowBody(t, addr, "POST", path, 100), slowBody(t, addr, "POST", path, 100)}
+	held := []net.Conn{e.slowBody("POST", path, 100), e.slowBody("POST", path, 100)}
 	// Both slots are taken once the third request is refused.
 	storetest.Eventually(t, 6*time.Second, func() error {
 		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"metadata":{"generateName":"c-"}}`))
@@ -469,9 +475,8 @@ func (readAllPusher) Push(_ context.Context, _ string, r io.Reader) (string, err
 // so only maxModulePushes run at once; one more gets 429.
 func TestModulePushesAreLimited(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *Config) { c.Modules = readAllPusher{} }))
-	addr := strings.TrimPrefix(e.url, "http://")
 	for i := range maxModulePushes {
-		slowBody(t, addr, "PUT", fmt.Sprintf("/apis/orca.dev/v1/wasmmodules/held%d:v1", i), 1<<20)
+		e.slowBody("PUT", fmt.Sprintf("/apis/orca.dev/v1/wasmmodules/held%d:v1", i), 1<<20)
 	}
 	storetest.Eventually(t, 5*time.Second, func() error {
 		code, out := e.do(http.MethodPut, "/apis/orca.dev/v1/wasmmodules/third:v1", "application/wasm", "\x00asm\x01\x00\x00\x00")

@@ -12,40 +12,65 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/orca-edge/orca/controlplane/security"
+	"github.com/orca-edge/orca/controlplane/security/securitytest"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // env is a running apiserver on a real loopback listener over an embedded
-// NATS server.
+// NATS server, serving HTTPS with the chain orca-server runs
+// (controlplane/security): e.http and e.kubeconfig are the admin's (client
+// certificate CN=system:admin O=system:masters).
 type env struct {
-	t    *testing.T
-	url  string
-	nc   *nats.Conn
-	st   *store.Store
-	srv  *Server
-	http *http.Client
+	t          *testing.T
+	url        string // https://127.0.0.1:<port>
+	nc         *nats.Conn
+	st         *store.Store
+	srv        *Server
+	http       *http.Client
+	stream     *http.Client // e.http without its timeout, for watches and log streams
+	sec        *securitytest.Env
+	kubeconfig string // the admin's, for kubectl --kubeconfig
 }
 
-type envOption func(*Config, *store.Config)
+// envSettings are what envOptions edit.
+type envSettings struct {
+	cfg  Config
+	scfg store.Config
+	sec  []func(*security.Options)
+}
+
+type envOption func(*envSettings)
 
 // withWatchCache sets the store's watch cache size (events kept for resume).
 func withWatchCache(n int) envOption {
-	return func(_ *Config, sc *store.Config) { sc.WatchCacheEvents = n }
+	return withStoreConfig(func(sc *store.Config) { sc.WatchCacheEvents = n })
+}
+
+// withStoreConfig edits the store Config.
+func withStoreConfig(f func(*store.Config)) envOption {
+	return func(s *envSettings) { f(&s.scfg) }
 }
 
 // withConfig edits the apiserver Config.
 func withConfig(f func(*Config)) envOption {
-	return func(c *Config, _ *store.Config) { f(c) }
+	return func(s *envSettings) { f(&s.cfg) }
+}
+
+// withSecurity edits the security options (orca-server's flags) the
+// env's chain is built from.
+func withSecurity(f func(*security.Options)) envOption {
+	return func(s *envSettings) { s.sec = append(s.sec, f) }
 }
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	var cfg Config
-	var scfg store.Config
+	var set envSettings
 	for _, o := range opts {
-		o(&cfg, &scfg)
+		o(&set)
 	}
+	cfg, scfg := set.cfg, set.scfg
 	ns := storetest.StartNATS(t)
 	nc, st := storetest.Connect(t, ns.ClientURL(), func(c *store.Config) { *c = scfg })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -55,12 +80,25 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	addr := ln.Addr().String()
 	ln.Close()
 	cfg.Store, cfg.NATS, cfg.Addr = st, nc, addr
+	sec := securitytest.New(t, set.sec...)
+	ch := sec.Chain(st)
+	if cfg.TLS == nil {
+		cfg.TLS = ch.TLS
+	}
+	if cfg.Authenticator == nil {
+		cfg.Authenticator = ch.Authenticator
+	}
+	if cfg.Authorizer == nil {
+		cfg.Authorizer, cfg.RuleResolver = ch.Authorizer, ch.RuleResolver
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	storetest.RunUntilCleanup(t, srv.Run)
-	e := &env{t: t, url: "http://" + addr, nc: nc, st: st, srv: srv, http: &http.Client{Timeout: 30 * time.Second}}
+	e := &env{t: t, url: "https://" + addr, nc: nc, st: st, srv: srv, http: sec.AdminClient(), sec: sec}
+	e.stream = &http.Client{Transport: e.http.Transport}
+	e.kubeconfig = sec.Kubeconfig(e.url, nil)
 	storetest.Eventually(t, 10*time.Second, func() error {
 		resp, err := e.http.Get(e.url + "/api/v1/namespaces/default")
 		if err != nil {

@@ -28,7 +28,7 @@ func (e *env) kubectl(ctx context.Context, stdin string, args ...string) (string
 func (e *env) kubectlAt(ctx context.Context, path, stdin string, args ...string) (string, error) {
 	e.t.Helper()
 	home := e.t.TempDir()
-	full := append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache"), "--request-timeout=20s"}, args...)
+	full := append([]string{"--kubeconfig=" + e.kubeconfig, "--cache-dir=" + filepath.Join(home, "cache"), "--request-timeout=20s"}, args...)
 	cmd := exec.CommandContext(ctx, path, full...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 	if stdin != "" {
@@ -43,7 +43,7 @@ func (e *env) kubectlAt(ctx context.Context, path, stdin string, args ...string)
 func (e *env) kubectlBackground(ctx context.Context, args ...string) *storetest.SyncBuffer {
 	e.t.Helper()
 	home := e.t.TempDir()
-	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache")}, args...)...)
+	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig=" + e.kubeconfig, "--cache-dir=" + filepath.Join(home, "cache")}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 	buf := &storetest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf

@@ -252,7 +252,7 @@ func TestRunPortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	e := newEnv(t)
-	srv, err := New(Config{Store: e.st, Addr: ln.Addr().String()})
+	srv, err := New(Config{Store: e.st, Addr: ln.Addr().String(), TLS: e.srv.cfg.TLS, Authenticator: e.srv.cfg.Authenticator, Authorizer: e.srv.cfg.Authorizer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestRunPortInUse(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without a store succeeded")
 	}
-	if _, err := New(Config{Store: e.st, ServiceCIDR: "bogus"}); err == nil {
+	if _, err := New(Config{Store: e.st, Authenticator: e.srv.cfg.Authenticator, Authorizer: e.srv.cfg.Authorizer, ServiceCIDR: "bogus"}); err == nil {
 		t.Error("New with a bad CIDR succeeded")
 	}
 	_ = store.Pods
@@ -297,7 +297,7 @@ func TestPodLogFollowCancel(t *testing.T) {
 	_ = e.nc.Flush()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/v1/namespaces/default/pods/web/log?follow=true", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.stream.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestOpenAPIV2Protobuf(t *testing.T) {
 	e := newEnv(t)
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/openapi/v2", nil)
 	req.Header.Set("Accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.stream.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestOpenAPIV2Protobuf(t *testing.T) {
 		t.Errorf("%d patch operations, want %d", patches, len(builtin.Kinds()))
 	}
 	req.Header.Set("If-None-Match", etag)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err = e.stream.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,7 +87,8 @@ func (g *greeter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 func TestControllerRuntimeOperator(t *testing.T) {
 	e := newEnv(t)
 	log.SetLogger(logr.Discard())
-	cfg := &rest.Config{Host: e.url, QPS: 100, Burst: 200}
+	cfg := e.sec.RESTConfig(e.url, nil)
+	cfg.QPS, cfg.Burst = 100, 200
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -23,7 +22,9 @@ import (
 // clientset is client-go's typed clientset against e, not rate-limited.
 func (e *env) clientset() kubernetes.Interface {
 	e.t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: e.url, QPS: 1000, Burst: 1000})
+	rc := e.sec.RESTConfig(e.url, nil)
+	rc.QPS, rc.Burst = 1000, 1000
+	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestClientsetWatch(t *testing.T) {
 // of one namespace gets periodic BOOKMARKs at the current resourceVersion
 // while only another namespace changes.
 func TestClientsetWatchBookmarks(t *testing.T) {
-	e := newEnv(t, func(_ *Config, sc *store.Config) { sc.WatchBookmarkInterval = 20 * time.Millisecond })
+	e := newEnv(t, withStoreConfig(func(sc *store.Config) { sc.WatchBookmarkInterval = 20 * time.Millisecond }))
 	cs := e.clientset()
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {

@@ -30,9 +30,11 @@ func (e *env) coreClient() *rest.RESTClient {
 		e.t.Fatal(err)
 	}
 	codecs := serializer.NewCodecFactory(sch)
-	rc, err := rest.RESTClientFor(&rest.Config{Host: e.url, APIPath: "/api", ContentConfig: rest.ContentConfig{
-		GroupVersion: &corev1.SchemeGroupVersion, NegotiatedSerializer: codecs.WithoutConversion()},
-		QPS: 1000, Burst: 1000}) // client-go's default (5 QPS) would pace the test
+	cfg := e.sec.RESTConfig(e.url, nil)
+	cfg.APIPath = "/api"
+	cfg.ContentConfig = rest.ContentConfig{GroupVersion: &corev1.SchemeGroupVersion, NegotiatedSerializer: codecs.WithoutConversion()}
+	cfg.QPS, cfg.Burst = 1000, 1000 // client-go's default (5 QPS) would pace the test
+	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

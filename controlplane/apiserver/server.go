@@ -13,6 +13,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/orca-edge/orca/controlplane/auth/natsauth"
@@ -36,6 +37,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
@@ -102,6 +106,26 @@ type Config struct {
 	LivenessGracePeriod time.Duration
 	// Logger receives one debug line per request. Default slog.Default().
 	Logger *slog.Logger
+
+	// TLS is the HTTPS configuration of Addr (its certificate; client
+	// certificates requested, verified by an x509 Authenticator).
+	// Required by Run: the apiserver serves HTTPS only on Addr.
+	TLS *tls.Config
+	// InsecureAddr, when set, also serves plain HTTP there (still
+	// authenticated and authorized: tokens only, as no certificate can be
+	// presented). It must be a loopback address ("127.0.0.1:8080"): New
+	// fails otherwise.
+	InsecureAddr string
+	// Authenticator identifies the user of a request (request.UserFrom);
+	// a request it does not authenticate is a 401 (see authenticate).
+	// Required.
+	Authenticator authenticator.Request
+	// Authorizer decides on every request after authentication; anything
+	// but Allow is a 403. Required.
+	Authorizer authorizer.Authorizer
+	// RuleResolver lists a user's rules (SelfSubjectRulesReview).
+	// Optional.
+	RuleResolver authorizer.RuleResolver
 }
 
 // Server is the REST apiserver. Create it with New.
@@ -113,6 +137,8 @@ type Server struct {
 	log   *slog.Logger
 	alloc *allocator
 	pb    runtime.Decoder // protobuf request bodies
+
+	reqInfo *request.RequestInfoFactory // Kubernetes' path parsing (chain.go)
 
 	reg *registry.Registry // the served kinds
 	// fields holds the kinds' field managers (managedfields.go).
@@ -137,6 +163,14 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("apiserver: Config.Store is required")
+	}
+	if cfg.Authenticator == nil || cfg.Authorizer == nil {
+		return nil, errors.New("apiserver: Config.Authenticator and Config.Authorizer are required")
+	}
+	if cfg.InsecureAddr != "" {
+		if err := checkLoopback(cfg.InsecureAddr); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.NATS == nil {
 		cfg.NATS = cfg.Store.Conn()
@@ -182,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, reg: cfg.Registry, fields: newFieldManagers(cfg.Registry),
+	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, reg: cfg.Registry, fields: newFieldManagers(cfg.Registry), reqInfo: newRequestInfoFactory(),
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
 		modulePushes: make(chan struct{}, maxModulePushes),
 		imagePushes:  make(chan struct{}, maxImagePushes)}
@@ -196,20 +230,35 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the HTTP handler (for httptest or an outer mux).
 func (s *Server) Handler() http.Handler { return s.e }
 
-// Run bootstraps the default objects, then serves on cfg.Addr until ctx
-// ends, and shuts down gracefully (in-flight requests get 5 s; watches are
-// cut). A port already in use is reported at once:
-// "listen 127.0.0.1:6443: address already in use".
+// Run bootstraps the default objects, then serves HTTPS on cfg.Addr (and
+// plain HTTP on cfg.InsecureAddr when set) until ctx ends, and shuts down
+// gracefully (in-flight requests get 5 s; watches are cut). A port
+// already in use is reported at once:
+// "listen 127.0.0.1:6443: address already in use". Run fails without
+// cfg.TLS.
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if s.cfg.TLS == nil {
+		return errors.New("apiserver: Config.TLS is required to serve (HTTPS only)")
+	}
+	ln, err := listen(s.cfg.Addr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("listen %s: address already in use", s.cfg.Addr)
+		return err
+	}
+	var insecure net.Listener
+	if s.cfg.InsecureAddr != "" {
+		if insecure, err = listen(s.cfg.InsecureAddr); err != nil {
+			ln.Close()
+			return err
 		}
-		return fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	closeAll := func() {
+		ln.Close()
+		if insecure != nil {
+			insecure.Close()
+		}
 	}
 	if err := s.Bootstrap(ctx); err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	if s.nc != nil {
@@ -234,21 +283,67 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// Headers must arrive within 10 s and an idle keep-alive connection is
 	// closed after 90 s; bodies are bounded per request (limitRequests).
-	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return baseCtx }}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(netutil.LimitListener(ln, s.cfg.MaxConnections)) }()
-	s.log.Info("apiserver listening", "addr", ln.Addr().String())
+	// Each listener holds at most MaxConnections.
+	newServer := func() *http.Server {
+		return &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	}
+	srv := newServer()
+	srv.TLSConfig = s.cfg.TLS.Clone()
+	errc := make(chan error, 2)
+	limited := netutil.LimitListener(ln, s.cfg.MaxConnections)
+	go func() { errc <- srv.ServeTLS(limited, "", "") }()
+	s.log.Info("apiserver listening", "addr", "https://"+ln.Addr().String())
+	servers := []*http.Server{srv}
+	if insecure != nil {
+		isrv := newServer()
+		servers = append(servers, isrv)
+		go func() { errc <- isrv.Serve(netutil.LimitListener(insecure, s.cfg.MaxConnections)) }()
+		s.log.Warn("apiserver also serving plain HTTP on loopback", "addr", "http://"+insecure.Addr().String())
+	}
 	select {
 	case err := <-errc:
+		for _, h := range servers {
+			h.Close()
+		}
 		return fmt.Errorf("apiserver: serve %s: %w", s.cfg.Addr, err)
 	case <-ctx.Done():
 	}
 	cancelBase() // ends watches and log streams
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		srv.Close()
+	for _, h := range servers {
+		if err := h.Shutdown(shutCtx); err != nil {
+			h.Close()
+		}
+	}
+	return nil
+}
+
+// listen opens addr, naming a port in use plainly.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen %s: address already in use", addr)
+		}
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// checkLoopback fails unless addr's host is a loopback IP or "localhost":
+// plain HTTP is only for the machine itself.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("apiserver: insecure address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("apiserver: insecure address %q: plain HTTP is served only on a loopback address (127.0.0.1, ::1)", addr)
 	}
 	return nil
 }
@@ -276,6 +371,7 @@ func (s *Server) routes() *echo.Echo {
 		},
 	}))
 	e.Use(s.logRequests, s.limitRequests)
+	e.Use(s.chain()...)
 	for _, ep := range []string{"healthz", "livez", "readyz"} {
 		e.GET("/"+ep, s.health(ep))
 		e.GET("/"+ep+"/*", s.health(ep))

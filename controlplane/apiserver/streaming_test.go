@@ -204,7 +204,7 @@ func (e *streamEnv) runPod(p *corev1.Pod) {
 func (e *streamEnv) kubectlAt(ctx context.Context, bin string, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
 	home := e.t.TempDir()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--server=" + e.url, "--cache-dir=" + filepath.Join(home, "cache")}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + e.kubeconfig, "--cache-dir=" + filepath.Join(home, "cache")}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 	cmd.Stdin = stdin
 	var o, er bytes.Buffer
@@ -296,7 +296,7 @@ func TestKubectlExecCpPortForward(t *testing.T) {
 	t.Run("exec -it in a terminal", func(t *testing.T) {
 		for _, bin := range []string{"/usr/lib/google-cloud-sdk/bin/kubectl.1.29", "/usr/bin/kubectl"} {
 			home := t.TempDir()
-			cmd := exec.CommandContext(ctx, bin, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "exec", "-it", "tools", "--", "sh")
+			cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+e.kubeconfig, "--cache-dir="+filepath.Join(home, "cache"), "exec", "-it", "tools", "--", "sh")
 			cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 			tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 41, Cols: 117})
 			if err != nil {
@@ -354,7 +354,7 @@ func TestKubectlExecCpPortForward(t *testing.T) {
 		var cmds []*exec.Cmd
 		for i, bin := range []string{"/usr/lib/google-cloud-sdk/bin/kubectl.1.29", "/usr/bin/kubectl"} { // SPDY, WebSocket
 			home := t.TempDir()
-			cmd := exec.CommandContext(ctx, bin, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "exec", "tools", "--", "sh", "-c", "echo started "+fmt.Sprint(i)+"; sleep 600")
+			cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+e.kubeconfig, "--cache-dir="+filepath.Join(home, "cache"), "exec", "tools", "--", "sh", "-c", "echo started "+fmt.Sprint(i)+"; sleep 600")
 			cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -421,7 +421,7 @@ func TestKubectlExecCpPortForward(t *testing.T) {
 		home := t.TempDir()
 		pctx, pcancel := context.WithTimeout(ctx, time.Minute)
 		defer pcancel()
-		cmd := exec.CommandContext(pctx, "/usr/bin/kubectl", "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "port-forward", "pod/wasm-web", ":9090")
+		cmd := exec.CommandContext(pctx, "/usr/bin/kubectl", "--kubeconfig="+e.kubeconfig, "--cache-dir="+filepath.Join(home, "cache"), "port-forward", "pod/wasm-web", ":9090")
 		cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 		var pfOut, pfErr syncBuf
 		cmd.Stdout, cmd.Stderr = &pfOut, &pfErr
@@ -461,7 +461,7 @@ func (e *streamEnv) portForwardGet(ctx context.Context, bin, pod, path string) s
 	home := e.t.TempDir()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--server="+e.url, "--cache-dir="+filepath.Join(home, "cache"), "port-forward", "pod/"+pod, ":8080")
+	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+e.kubeconfig, "--cache-dir="+filepath.Join(home, "cache"), "port-forward", "pod/"+pod, ":8080")
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "config"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -22,7 +22,7 @@ type rawEvent struct {
 func (e *env) openWatch(ctx context.Context, path string) <-chan rawEvent {
 	e.t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.stream.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -15,7 +15,10 @@ API=127.0.0.1:6443
 NATS=127.0.0.1:4222
 NODEPORT=30080
 CNODEPORT=30081
-SERVER="http://$API"
+SERVER="https://$API"
+# orca-server writes the admin kubeconfig (client certificate of
+# system:admin, the cluster CA) here; every bin/orca and kubectl uses it.
+export KUBECONFIG="$PWD/$RUNDIR/kubeconfig"
 t_make=$(date +%s%N)
 t0=$t_make
 ms() { echo $(( ($(date +%s%N) - t0) / 1000000 )); }
@@ -110,7 +113,7 @@ cleanup() {
   # Containers outlive their agent (as a kubelet's do): delete the
   # example's first, so that none keeps running after make run.
   if [ "$containers_applied" = 1 ]; then
-    bin/orca --server "$SERVER" delete -f examples/hello-container/app.yaml --wait 60s >/dev/null 2>&1 ||
+    bin/orca delete -f examples/hello-container/app.yaml --wait 60s >/dev/null 2>&1 ||
       echo "could not delete the container example; its containers may still run (see $RUNDIR/agent.log)" >&2
   fi
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -130,9 +133,11 @@ trap 'cleanup 0' INT TERM
 # Components run in their own sessions (setsid): Ctrl-C reaches only this
 # script, whose trap stops them in order; if one dies by itself, `wait -n`
 # below notices.
-setsid bin/orca-server --data-dir "$RUNDIR/server" --nats-listen "$NATS" --apiserver-addr "$API" >"$RUNDIR/server.log" 2>&1 &
+rm -f "$KUBECONFIG"
+setsid bin/orca-server --data-dir "$RUNDIR/server" --nats-listen "$NATS" --apiserver-addr "$API" --write-kubeconfig "$KUBECONFIG" >"$RUNDIR/server.log" 2>&1 &
 pids+=($!)
-bin/orca --server "$SERVER" wait --server-ready --timeout 30s >/dev/null || { echo "orca-server did not start; see $RUNDIR/server.log:" >&2; tail -20 "$RUNDIR/server.log" >&2; exit 1; }
+for _ in $(seq 150); do [ -s "$KUBECONFIG" ] && break; sleep 0.2; done
+bin/orca wait --server-ready --timeout 30s >/dev/null || { echo "orca-server did not start; see $RUNDIR/server.log:" >&2; tail -20 "$RUNDIR/server.log" >&2; exit 1; }
 echo "orca-server ready after $(ms) ms: apiserver $SERVER, NATS nats://$NATS"
 
 ctrflag=--containerd=true
@@ -140,20 +145,20 @@ ctrflag=--containerd=true
 setsid bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" "$ctrflag" >"$RUNDIR/agent.log" 2>&1 &
 pids+=($!)
 
-bin/orca --server "$SERVER" wasm push bin/hello.wasm --name hello-wasm:v1
+bin/orca wasm push bin/hello.wasm --name hello-wasm:v1
 if [ "$containers" = 1 ]; then
-  bin/orca --server "$SERVER" image push bin/hello-container.tar
+  bin/orca image push bin/hello-container.tar
 fi
 t_apply=$(date +%s%N)
-bin/orca --server "$SERVER" apply -f examples/hello-wasm/app.yaml
+bin/orca apply -f examples/hello-wasm/app.yaml
 if [ "$containers" = 1 ]; then
   containers_applied=1
-  bin/orca --server "$SERVER" apply -f examples/hello-container/app.yaml
+  bin/orca apply -f examples/hello-container/app.yaml
 fi
-bin/orca --server "$SERVER" wait -l app=hello-wasm --count 3 --timeout 3m
+bin/orca wait -l app=hello-wasm --count 3 --timeout 3m
 echo "3 WASM pods Ready $(( ($(date +%s%N) - t_apply) / 1000000 )) ms after apply"
 if [ "$containers" = 1 ]; then
-  bin/orca --server "$SERVER" wait -l app=hello-container --count 2 --timeout 3m ||
+  bin/orca wait -l app=hello-container --count 2 --timeout 3m ||
     { echo "the container pods did not become Ready; see $RUNDIR/agent.log and $RUNDIR/agent/containerd/containerd.log" >&2; exit 1; }
   echo "2 container pods Ready $(( ($(date +%s%N) - t_apply) / 1000000 )) ms after apply"
 fi
@@ -181,20 +186,6 @@ if [ "$containers" = 1 ]; then
   [ -n "$cresp" ] || { echo "no answer from the container Service on 127.0.0.1:$CNODEPORT; see $RUNDIR/agent.log" >&2; exit 1; }
 fi
 
-cat > "$RUNDIR/kubeconfig" <<KUBE
-apiVersion: v1
-kind: Config
-clusters:
-- name: orca
-  cluster: {server: "$SERVER"}
-contexts:
-- name: orca
-  context: {cluster: orca, user: orca}
-current-context: orca
-users:
-- name: orca
-  user: {}
-KUBE
 
 cat <<MSG
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -115,9 +116,18 @@ func TestAdversarialServer(t *testing.T) {
 			}
 		}
 	}()
-	api := "http://" + apiAddr
-	client := &http.Client{Timeout: 30 * time.Second}
+	api := "https://" + apiAddr
+	kubeconfig := filepath.Join(dir, "data", "admin.kubeconfig")
+	var client *http.Client
+	var tlsConfig *tls.Config
 	storetest.Eventually(t, 30*time.Second, func() error {
+		if client == nil { // written once the certificates are made
+			var err error
+			if client, tlsConfig, err = kubeconfigClient(kubeconfig); err != nil {
+				return err
+			}
+			client.Timeout = 30 * time.Second
+		}
 		resp, err := client.Get(api + "/readyz")
 		if err != nil {
 			return err
@@ -251,7 +261,7 @@ func TestAdversarialServer(t *testing.T) {
 	// one byte of its body and then nothing.
 	var conns []net.Conn
 	for range 400 {
-		c, err := net.Dial("tcp", apiAddr)
+		c, err := tls.Dial("tcp", apiAddr, tlsConfig)
 		if err != nil {
 			t.Fatalf("dial: %v", err)
 		}
@@ -309,7 +319,7 @@ func TestAdversarialServer(t *testing.T) {
 
 	// The server still does its job for an ordinary user.
 	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		out, err := exec.Command(kubectl, "--server="+api, "--request-timeout=20s", "get", "pods", "-A").CombinedOutput()
+		out, err := exec.Command(kubectl, "--kubeconfig="+kubeconfig, "--request-timeout=20s", "get", "pods", "-A").CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl get pods after the attacks: %v\n%s", err, out)
 		}

@@ -7,11 +7,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +24,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/scheduler"
+	"github.com/orca-edge/orca/controlplane/security/securitytest"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent"
@@ -45,7 +49,8 @@ func repoRoot(t *testing.T) string {
 // cluster is an orca control plane plus two agents, all in this process.
 type cluster struct {
 	store     *store.Store
-	server    string // apiserver URL
+	server    string            // apiserver URL (HTTPS)
+	sec       *securitytest.Env // its certificates; the admin's client
 	kubectlIn func(stdin string, args ...string) (string, error)
 }
 
@@ -91,15 +96,17 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	// A ServiceCIDR of its own, so the test's proxy does not collide with a
 	// `make run` on the same machine (127.96.0.0/16) or another test run.
 	cidr := fmt.Sprintf("127.%d.0.0/16", 100+os.Getpid()%100)
-	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules, ServiceCIDR: cidr})
+	sec := securitytest.New(t)
+	ch := sec.Chain(st)
+	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules, ServiceCIDR: cidr,
+		Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := api.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api.Handler())
-	t.Cleanup(hs.Close)
+	apiURL := sec.Serve(api.Handler())
 	sched, err := scheduler.New(scheduler.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
@@ -158,8 +165,8 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPut, hs.URL+"/apis/orca.dev/v1/wasmmodules/hello-wasm:v1", bytes.NewReader(data))
-	resp, err := http.DefaultClient.Do(req)
+	req, _ := http.NewRequest(http.MethodPut, apiURL+"/apis/orca.dev/v1/wasmmodules/hello-wasm:v1", bytes.NewReader(data))
+	resp, err := sec.AdminClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +177,10 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	}
 
 	home := t.TempDir()
-	c := &cluster{store: st, server: hs.URL}
+	c := &cluster{store: st, server: apiURL, sec: sec}
+	kubeconfig := sec.Kubeconfig(apiURL, nil)
 	c.kubectlIn = func(stdin string, args ...string) (string, error) {
-		cmd := exec.Command(kubectlBin, append([]string{"--server=" + hs.URL, "--request-timeout=20s"}, args...)...)
+		cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig=" + kubeconfig, "--request-timeout=20s"}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "none"))
 		cmd.Dir = repoRoot(t)
@@ -406,4 +414,19 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// kubeconfigClient is an HTTP client (and its TLS configuration, for raw
+// connections) with the credentials and CA of the kubeconfig at path, as
+// orca-server writes it (<data-dir>/admin.kubeconfig).
+func kubeconfigClient(path string) (*http.Client, *tls.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	tc, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, tc, nil
 }

@@ -42,6 +42,24 @@ type hosts struct {
 	ip          map[string]string
 	logs        string // directory of the processes' stdout+stderr files
 	bin         string // directory of the built binaries
+	// kubeconfig is the admin kubeconfig orca-server writes
+	// (<data-dir>/admin.kubeconfig); waitKubeconfig sets api from it.
+	kubeconfig string
+	api        *http.Client // the admin's, dialing from the server namespace
+}
+
+// waitKubeconfig waits until orca-server has written h.kubeconfig and
+// builds h.api from it.
+func (h *hosts) waitKubeconfig(t *testing.T) {
+	t.Helper()
+	storetest.Eventually(t, 30*time.Second, func() error {
+		_, tc, err := kubeconfigClient(h.kubeconfig)
+		if err != nil {
+			return err
+		}
+		h.api = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialIn(h.srv), TLSClientConfig: tc}}
+		return nil
+	})
 }
 
 // newHosts creates the namespaces and their links, and deletes them (and
@@ -131,7 +149,7 @@ func (h *hosts) start(t *testing.T, name, ns, bin string, args ...string) *exec.
 // cli runs the orca CLI in namespace ns against the apiserver.
 func (h *hosts) cli(t *testing.T, ns string, args ...string) string {
 	t.Helper()
-	full := append([]string{"netns", "exec", ns, filepath.Join(h.bin, "orca"), "--server", h.apiURL()}, args...)
+	full := append([]string{"netns", "exec", ns, filepath.Join(h.bin, "orca"), "--kubeconfig", h.kubeconfig}, args...)
 	out, err := exec.Command("ip", full...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("orca %s (in %s): %v\n%s", strings.Join(args, " "), ns, err, out)
@@ -139,7 +157,7 @@ func (h *hosts) cli(t *testing.T, ns string, args ...string) string {
 	return string(out)
 }
 
-func (h *hosts) apiURL() string { return "http://" + h.ip[h.srv] + ":6443" }
+func (h *hosts) apiURL() string { return "https://" + h.ip[h.srv] + ":6443" }
 
 // dialIn dials from inside network namespace ns: the socket is created on
 // a locked OS thread that joined ns; once created, it stays in ns whichever
@@ -195,8 +213,11 @@ func clientIn(ns string) *http.Client {
 }
 
 // getIn fetches url from namespace ns; a non-200 answer is an error.
-func getIn(ns, url string) ([]byte, error) {
-	resp, err := clientIn(ns).Get(url)
+func getIn(ns, url string) ([]byte, error) { return getWith(clientIn(ns), url) }
+
+// getWith fetches url with c; a non-200 answer is an error.
+func getWith(c *http.Client, url string) ([]byte, error) {
+	resp, err := c.Get(url)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +232,7 @@ func getIn(ns, url string) ([]byte, error) {
 // apiGet decodes the apiserver's answer to GET path, asked from the server
 // namespace.
 func (h *hosts) apiGet(path string, into any) error {
-	b, err := getIn(h.srv, h.apiURL()+path)
+	b, err := getWith(h.api, h.apiURL()+path)
 	if err != nil {
 		return err
 	}
@@ -344,6 +365,8 @@ func TestNetnsThreeHosts(t *testing.T) {
 	h.start(t, "orca-server", h.srv, "orca-server", "--data-dir", filepath.Join(dir, "server"),
 		"--nats-listen", srvIP+":4222", "--apiserver-addr", srvIP+":6443",
 		"--node-monitor-grace-period", nodeMonitorGrace.String())
+	h.kubeconfig = filepath.Join(dir, "server", "admin.kubeconfig")
+	h.waitKubeconfig(t)
 	h.cli(t, h.n1, "wait", "--server-ready", "--timeout", "30s")
 	agents := map[string]*exec.Cmd{}
 	for node, ns := range map[string]string{"n1": h.n1, "n2": h.n2} {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +22,9 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/pki"
 	"github.com/orca-edge/orca/controlplane/scheduler"
+	"github.com/orca-edge/orca/controlplane/security/securitytest"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent"
@@ -73,6 +74,7 @@ var wasmModules = []string{"hello-wasm:v1", "hello-wasm:v2"}
 type cluster struct {
 	url   string
 	store *store.Store
+	sec   *securitytest.Env // the chain's certificates; the admin's client
 }
 
 // startCluster starts NATS, the apiserver, the scheduler, the controllers
@@ -92,16 +94,18 @@ func startCluster(t *testing.T, nodes []string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sec := securitytest.New(t)
+	ch := sec.Chain(st)
 	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules,
-		ServiceCIDR: fmt.Sprintf("127.%d.0.0/16", 100+os.Getpid()%100)})
+		ServiceCIDR:   fmt.Sprintf("127.%d.0.0/16", 100+os.Getpid()%100),
+		Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := api.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api.Handler())
-	t.Cleanup(hs.Close)
+	url := sec.Serve(api.Handler())
 	sched, err := scheduler.New(scheduler.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +143,9 @@ func startCluster(t *testing.T, nodes []string) *cluster {
 		t.Fatal(err)
 	}
 	for _, ref := range wasmModules {
-		pushModule(t, hs.URL, ref, data)
+		pushModule(t, sec.AdminClient(), url, ref, data)
 	}
-	c := &cluster{url: hs.URL, store: st}
+	c := &cluster{url: url, store: st, sec: sec}
 	storetest.Eventually(t, 30*time.Second, func() error {
 		for _, n := range nodes {
 			o, err := st.Get(ctx, store.Nodes, "", n)
@@ -158,10 +162,10 @@ func startCluster(t *testing.T, nodes []string) *cluster {
 }
 
 // pushModule stores a WASM module as the CLI's `orca wasm push` does.
-func pushModule(t *testing.T, url, ref string, data []byte) {
+func pushModule(t *testing.T, client *http.Client, url, ref string, data []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, url+"/apis/orca.dev/v1/wasmmodules/"+ref, bytes.NewReader(data))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,27 +199,10 @@ func (c *cluster) taint(t *testing.T, node string, taint corev1.Taint) {
 	}
 }
 
-// writeKubeconfig writes a kubeconfig for server whose context's
+// writeKubeconfig writes the admin's kubeconfig of c whose context's
 // namespace is namespace, so the script runs kubectl with no flags.
-func writeKubeconfig(path, server, namespace string) error {
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: orca
-  cluster:
-    server: %s
-users:
-- name: orca
-  user: {}
-contexts:
-- name: orca
-  context:
-    cluster: orca
-    user: orca
-    namespace: %s
-current-context: orca
-`, server, namespace)
-	return os.WriteFile(path, []byte(cfg), 0o600)
+func (c *cluster) writeKubeconfig(path, namespace string) error {
+	return pki.WriteKubeconfig(path, 0o600, "orca", c.url, namespace, c.sec.CA.CertPEM, c.sec.Admin)
 }
 
 // counts is the script's closing line.
@@ -298,7 +285,7 @@ func runScript(c *cluster, v kubectlVersion) result {
 	defer os.RemoveAll(home)
 	kubeconfig := filepath.Join(home, "kubeconfig")
 	namespace := "conf-" + slug(v)
-	if r.err = writeKubeconfig(kubeconfig, c.url, namespace); r.err != nil {
+	if r.err = c.writeKubeconfig(kubeconfig, namespace); r.err != nil {
 		return r
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

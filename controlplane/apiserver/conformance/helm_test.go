@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -58,7 +57,7 @@ func TestHelmChart(t *testing.T) {
 	c := startCluster(t, []string{"node-a"})
 	home := t.TempDir()
 	kubeconfig := filepath.Join(home, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, c.url, "default"); err != nil {
+	if err := c.writeKubeconfig(kubeconfig, "default"); err != nil {
 		t.Fatal(err)
 	}
 	helm := func(args ...string) string {
@@ -89,7 +88,9 @@ func TestHelmChart(t *testing.T) {
 		"      serviceAccountName: {{ include \"hello.serviceAccountName\" . }}\n",
 		"      serviceAccountName: {{ include \"hello.serviceAccountName\" . }}\n      runtimeClassName: wasm\n")
 
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.url, QPS: -1})
+	rc := c.sec.RESTConfig(c.url, nil)
+	rc.QPS = -1
+	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
 	}

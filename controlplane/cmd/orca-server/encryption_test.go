@@ -18,6 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -33,13 +36,16 @@ func freeAddr(t *testing.T) string {
 }
 
 // server runs orca-server's command in this process with args and returns
-// the apiserver's base URL and the NATS URL; it stops when stop is called
-// or at cleanup.
-func server(t *testing.T, args ...string) (api, natsURL string, stop func()) {
+// the apiserver's base URL (HTTPS), an HTTP client with the admin
+// kubeconfig it wrote, and the NATS URL; it stops when stop is called or
+// at cleanup.
+func server(t *testing.T, args ...string) (api string, client *http.Client, natsURL string, stop func()) {
 	t.Helper()
 	apiAddr, natsAddr := freeAddr(t), freeAddr(t)
+	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
 	cmd := newCommand()
-	cmd.SetArgs(append([]string{"--apiserver-addr", apiAddr, "--nats-listen", natsAddr, "--nats-sync-always=false", "--log-level", "warn"}, args...))
+	cmd.SetArgs(append([]string{"--apiserver-addr", apiAddr, "--nats-listen", natsAddr, "--nats-sync-always=false", "--log-level", "warn",
+		"--write-kubeconfig", kubeconfig}, args...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -60,14 +66,23 @@ func server(t *testing.T, args ...string) (api, natsURL string, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	api = "http://" + apiAddr
+	api = "https://" + apiAddr
 	storetest.Eventually(t, 30*time.Second, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("orca-server exited: %v", err)
 		default:
 		}
-		resp, err := http.Get(api + "/readyz")
+		if client == nil {
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			if client, err = rest.HTTPClientFor(cfg); err != nil {
+				return err
+			}
+		}
+		resp, err := client.Get(api + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -77,7 +92,7 @@ func server(t *testing.T, args ...string) (api, natsURL string, stop func()) {
 		}
 		return nil
 	})
-	return api, "nats://" + natsAddr, stop
+	return api, client, "nats://" + natsAddr, stop
 }
 
 func rawSecret(t *testing.T, natsURL, ns, name string) []byte {
@@ -106,10 +121,10 @@ func rawSecret(t *testing.T, natsURL, ns, name string) []byte {
 // reads them with the same key.
 func TestSecretsEncryptedAtRestByDefault(t *testing.T) {
 	dir := t.TempDir()
-	api, natsURL, stop := server(t, "--data-dir", dir)
+	api, client, natsURL, stop := server(t, "--data-dir", dir)
 	const pw = "correct-horse-battery-staple"
 	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db"},"stringData":{"password":%q}}`, pw)
-	resp, err := http.Post(api+"/api/v1/namespaces/default/secrets", "application/json", strings.NewReader(body))
+	resp, err := client.Post(api+"/api/v1/namespaces/default/secrets", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +141,7 @@ func TestSecretsEncryptedAtRestByDefault(t *testing.T) {
 		t.Fatal("the KV value contains the plaintext")
 	}
 	get := func(api string) string {
-		resp, err := http.Get(api + "/api/v1/namespaces/default/secrets/db")
+		resp, err := client.Get(api + "/api/v1/namespaces/default/secrets/db")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +165,7 @@ func TestSecretsEncryptedAtRestByDefault(t *testing.T) {
 	}
 
 	stop()
-	api, _, _ = server(t, "--data-dir", dir)
+	api, client, _, _ = server(t, "--data-dir", dir)
 	if got := get(api); got != pw {
 		t.Fatalf("after a restart the API returned %q", got)
 	}

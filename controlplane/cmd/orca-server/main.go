@@ -25,6 +25,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/scheduler"
+	"github.com/orca-edge/orca/controlplane/security"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/runtimes/imagestore"
 	"github.com/orca-edge/orca/wasm"
@@ -50,8 +51,12 @@ type options struct {
 	requestTimeout      time.Duration
 	maxConnections      int
 
-	nats       natsAuthOptions
-	encryption encryptionOptions
+	nats           natsAuthOptions
+	encryption     encryptionOptions
+	sec            security.Options
+	insecureAddr   string
+	kubeconfig     string
+	kubeconfigMode string
 }
 
 func main() {
@@ -99,6 +104,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.IntVar(&o.maxConnections, "max-connections", 4096, "HTTP connections the apiserver holds at once; more wait to be accepted")
 	addNATSAuthFlags(f, &o.nats)
 	o.encryption.addFlags(f)
+	addSecurityFlags(f, &o)
 	cmd.AddCommand(newNATSConfigCommand())
 	return cmd
 }
@@ -115,6 +121,10 @@ func run(ctx context.Context, o options) error {
 	}
 
 	natsAuth, err := natsAuthority(o)
+	if err != nil {
+		return err
+	}
+	sec, err := loadSecurity(o)
 	if err != nil {
 		return err
 	}
@@ -198,10 +208,15 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
+		ch, err := sec.Chain(ctx, st)
+		if err != nil {
+			return err
+		}
 		api, err := apiserver.New(apiserver.Config{Store: st, Registry: reg, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections,
-			NATSCredentials: natsIssuer(o, natsAuth, "nats")})
+			NATSCredentials: natsIssuer(o, natsAuth, "nats"),
+			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
 		if err != nil {
 			return err
 		}

@@ -32,8 +32,11 @@ func newApplyCmd() *cobra.Command {
 		Use:   "apply -f FILE",
 		Short: "Create or replace the objects of a Kubernetes manifest (a kubectl-free subset of kubectl apply)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, _ := cmd.Flags().GetString("server")
-			return apply(cmd.OutOrStdout(), server, file, namespace)
+			api, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			return apply(cmd.OutOrStdout(), api, file, namespace)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file ('-' for stdin)")
@@ -45,12 +48,12 @@ func newApplyCmd() *cobra.Command {
 // apply applies each object of file. A manifest with no object (empty,
 // only `null` documents or only comments) is the error "no objects passed
 // to apply", as kubectl apply.
-func apply(out io.Writer, server, file, namespace string) error {
+func apply(out io.Writer, api *apiClient, file, namespace string) error {
 	n := 0
-	res := newResolver(server)
+	res := newResolver(api)
 	if err := eachObject(file, func(u *unstructured.Unstructured) error {
 		n++
-		return applyOne(out, server, res, u, namespace)
+		return applyOne(out, api, res, u, namespace)
 	}); err != nil {
 		return err
 	}
@@ -95,12 +98,12 @@ func eachObject(file string, f func(*unstructured.Unstructured) error) error {
 // server serves, those it added at run time (custom resources) included.
 // Each group version is asked once per resolver.
 type resolver struct {
-	server string
-	lists  map[string]*metav1.APIResourceList // by group version; nil: not served
+	api   *apiClient
+	lists map[string]*metav1.APIResourceList // by group version; nil: not served
 }
 
-func newResolver(server string) *resolver {
-	return &resolver{server: server, lists: map[string]*metav1.APIResourceList{}}
+func newResolver(api *apiClient) *resolver {
+	return &resolver{api: api, lists: map[string]*metav1.APIResourceList{}}
 }
 
 // resourcePath returns the collection path of obj's kind, e.g.
@@ -116,7 +119,7 @@ func (r *resolver) resourcePath(u *unstructured.Unstructured, namespace string) 
 	list, ok := r.lists[gv]
 	if !ok {
 		var l metav1.APIResourceList
-		code, err := do(r.server, http.MethodGet, base, nil, &l)
+		code, err := do(r.api, http.MethodGet, base, nil, &l)
 		if err != nil {
 			return "", fmt.Errorf("discover %s: %w", gv, err)
 		}
@@ -143,7 +146,7 @@ func (r *resolver) resourcePath(u *unstructured.Unstructured, namespace string) 
 	return "", fmt.Errorf("%s %q: kind %s is not served by orca", gvk.GroupVersion(), u.GetName(), gvk.Kind)
 }
 
-func applyOne(out io.Writer, server string, res *resolver, u *unstructured.Unstructured, namespace string) error {
+func applyOne(out io.Writer, api *apiClient, res *resolver, u *unstructured.Unstructured, namespace string) error {
 	coll, err := res.resourcePath(u, namespace)
 	if err != nil {
 		return err
@@ -163,12 +166,12 @@ func applyOne(out io.Writer, server string, res *resolver, u *unstructured.Unstr
 	item := coll + "/" + url.PathEscape(u.GetName())
 	what := strings.ToLower(u.GetKind()) + "/" + u.GetName()
 	var cur map[string]any
-	code, err := do(server, http.MethodGet, item, nil, &cur)
+	code, err := do(api, http.MethodGet, item, nil, &cur)
 	if err != nil {
 		return err
 	}
 	if code == http.StatusNotFound {
-		if _, err := doOK(server, http.MethodPost, coll, u.Object, nil); err != nil {
+		if _, err := doOK(api, http.MethodPost, coll, u.Object, nil); err != nil {
 			return fmt.Errorf("create %s: %w", what, err)
 		}
 		fmt.Fprintf(out, "%s created\n", what)
@@ -176,7 +179,7 @@ func applyOne(out io.Writer, server string, res *resolver, u *unstructured.Unstr
 	}
 	meta, _ := cur["metadata"].(map[string]any)
 	u.SetResourceVersion(fmt.Sprint(meta["resourceVersion"]))
-	if _, err := doOK(server, http.MethodPut, item, u.Object, nil); err != nil {
+	if _, err := doOK(api, http.MethodPut, item, u.Object, nil); err != nil {
 		return fmt.Errorf("replace %s: %w", what, err)
 	}
 	fmt.Fprintf(out, "%s configured\n", what)
@@ -185,7 +188,7 @@ func applyOne(out io.Writer, server string, res *resolver, u *unstructured.Unstr
 
 // do sends a JSON request and decodes a JSON answer into into (if not nil
 // and the status is 2xx). It returns the HTTP status.
-func do(server, method, path string, body any, into any) (int, error) {
+func do(api *apiClient, method, path string, body any, into any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -194,13 +197,13 @@ func do(server, method, path string, body any, into any) (int, error) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, strings.TrimRight(server, "/")+path, rd)
+	req, err := http.NewRequest(method, strings.TrimRight(api.server, "/")+path, rd)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := api.http.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -219,8 +222,8 @@ func do(server, method, path string, body any, into any) (int, error) {
 }
 
 // doOK is do that treats every non-2xx answer as an error.
-func doOK(server, method, path string, body any, into any) (int, error) {
-	code, err := do(server, method, path, body, into)
+func doOK(api *apiClient, method, path string, body any, into any) (int, error) {
+	code, err := do(api, method, path, body, into)
 	if err == nil && code/100 != 2 {
 		err = fmt.Errorf("%s %s: HTTP %d", method, path, code)
 	}

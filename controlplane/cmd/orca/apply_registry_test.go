@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,21 +22,13 @@ import (
 func TestApplyKindAddedAtRunTime(t *testing.T) {
 	st := storetest.NewStore(t)
 	reg := builtin.New()
-	api, err := apiserver.New(apiserver.Config{Store: st, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Bootstrap(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	srv := serveAPI(t, apiserver.Config{Store: st, Registry: reg})
 	file := filepath.Join(t.TempDir(), "widget.yaml")
 	os.WriteFile(file, []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\ndata: {size: large}\n"), 0o644)
 	exec := func() (string, error) {
 		var out bytes.Buffer
 		root := newRootCommand(&out, &out)
-		root.SetArgs([]string{"--server", srv.URL, "apply", "-f", file})
+		root.SetArgs([]string{"--kubeconfig", srv.Kubeconfig, "apply", "-f", file})
 		err := root.Execute()
 		return out.String(), err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,20 +20,12 @@ import (
 // --server-ready` against a real apiserver on embedded NATS.
 func TestApplyCreatesThenReplaces(t *testing.T) {
 	st := storetest.NewStore(t)
-	api, err := apiserver.New(apiserver.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Bootstrap(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	srv := serveAPI(t, apiserver.Config{Store: st})
 
 	exec := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		root := newRootCommand(&out, &out)
-		root.SetArgs(append([]string{"--server", srv.URL}, args...))
+		root.SetArgs(append([]string{"--kubeconfig", srv.Kubeconfig}, args...))
 		err := root.Execute()
 		return out.String(), err
 	}
@@ -84,18 +75,13 @@ func TestWasmPushThenList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Modules: ms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	srv := serveAPI(t, apiserver.Config{Store: st, Modules: ms})
 	file := filepath.Join(t.TempDir(), "m.wasm")
 	os.WriteFile(file, emptyModule, 0o644)
 	run := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		root := newRootCommand(&out, &out)
-		root.SetArgs(append([]string{"--server", srv.URL}, args...))
+		root.SetArgs(append([]string{"--kubeconfig", srv.Kubeconfig}, args...))
 		err := root.Execute()
 		return out.String(), err
 	}

@@ -24,8 +24,11 @@ func newDeleteCmd() *cobra.Command {
 		Use:   "delete -f FILE",
 		Short: "Delete the objects of a Kubernetes manifest, their dependents first (a kubectl-free subset of kubectl delete)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, _ := cmd.Flags().GetString("server")
-			return deleteManifest(cmd.Context(), cmd.OutOrStdout(), server, file, namespace, wait)
+			api, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			return deleteManifest(cmd.Context(), cmd.OutOrStdout(), api, file, namespace, wait)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file ('-' for stdin)")
@@ -35,9 +38,9 @@ func newDeleteCmd() *cobra.Command {
 	return cmd
 }
 
-func deleteManifest(ctx context.Context, out io.Writer, server, file, namespace string, wait time.Duration) error {
+func deleteManifest(ctx context.Context, out io.Writer, api *apiClient, file, namespace string, wait time.Duration) error {
 	var items, whats []string
-	res := newResolver(server)
+	res := newResolver(api)
 	err := eachObject(file, func(u *unstructured.Unstructured) error {
 		coll, err := res.resourcePath(u, namespace)
 		if err != nil {
@@ -45,7 +48,7 @@ func deleteManifest(ctx context.Context, out io.Writer, server, file, namespace 
 		}
 		item := coll + "/" + url.PathEscape(u.GetName())
 		what := strings.ToLower(u.GetKind()) + "/" + u.GetName()
-		code, err := do(server, http.MethodDelete, item, map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}, nil)
+		code, err := do(api, http.MethodDelete, item, map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}, nil)
 		if err != nil {
 			return fmt.Errorf("delete %s: %w", what, err)
 		}
@@ -70,7 +73,7 @@ func deleteManifest(ctx context.Context, out io.Writer, server, file, namespace 
 	defer cancel()
 	for i, item := range items {
 		for {
-			code, err := do(server, http.MethodGet, item, nil, nil)
+			code, err := do(api, http.MethodGet, item, nil, nil)
 			if err == nil && code == http.StatusNotFound {
 				break
 			}

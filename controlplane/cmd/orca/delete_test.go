@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,26 +21,18 @@ import (
 // ReplicaSet (and pods) are gone too, and says "not found" the second time.
 func TestDeleteWaitsForDependents(t *testing.T) {
 	st := storetest.NewStore(t)
-	api, err := apiserver.New(apiserver.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := serveAPI(t, apiserver.Config{Store: st})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := api.Bootstrap(ctx); err != nil {
-		t.Fatal(err)
-	}
 	cm, err := controllers.New(controllers.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go cm.Run(ctx)
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
 	exec := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		root := newRootCommand(&out, &out)
-		root.SetArgs(append([]string{"--server", srv.URL}, args...))
+		root.SetArgs(append([]string{"--kubeconfig", srv.Kubeconfig}, args...))
 		err := root.Execute()
 		return out.String(), err
 	}

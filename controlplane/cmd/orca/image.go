@@ -51,7 +51,12 @@ with --nats-url it is pushed straight into NATS.`,
   orca image push app.tar --name registry.lan:5000/team/app:v2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.server, _ = cmd.Flags().GetString("server")
+			if o.natsURL == "" {
+				var err error
+				if o.api, err = connect(cmd); err != nil {
+					return err
+				}
+			}
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
 	}
@@ -104,7 +109,7 @@ func (o *imagePushOptions) run(ctx context.Context, out, errOut io.Writer, file 
 	if o.natsURL != "" {
 		img, err = pushImageNATS(ctx, o.natsURL, name, body)
 	} else {
-		img, err = pushImageHTTP(ctx, o.server, name, body, st.Size())
+		img, err = pushImageHTTP(ctx, o.api, name, body, st.Size())
 	}
 	done()
 	if err != nil {
@@ -133,8 +138,8 @@ func pushImageNATS(ctx context.Context, natsURL, name string, r io.Reader) (imag
 
 // pushImageHTTP PUTs the archive to the apiserver; the answer is the
 // ContainerImage, or a Kubernetes Status whose message is reported.
-func pushImageHTTP(ctx context.Context, server, name string, r io.Reader, size int64) (imagestore.Image, error) {
-	u := strings.TrimRight(server, "/") + ImagesPath + url.PathEscape(name)
+func pushImageHTTP(ctx context.Context, api *apiClient, name string, r io.Reader, size int64) (imagestore.Image, error) {
+	u := strings.TrimRight(api.server, "/") + ImagesPath + url.PathEscape(name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, r)
 	if err != nil {
 		return imagestore.Image{}, err
@@ -142,7 +147,7 @@ func pushImageHTTP(ctx context.Context, server, name string, r io.Reader, size i
 	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/x-tar")
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := api.http.Do(req)
 	if err != nil {
 		return imagestore.Image{}, err
 	}

@@ -4,13 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,7 +28,7 @@ import (
 
 // imageAPI is a real apiserver with an image store and a module store on
 // an in-process NATS.
-func imageAPI(t *testing.T) (*httptest.Server, *imagestore.Store) {
+func imageAPI(t *testing.T) (*testServer, *imagestore.Store) {
 	t.Helper()
 	ns := storetest.StartNATS(t)
 	_, st := storetest.Connect(t, ns.ClientURL())
@@ -41,19 +40,13 @@ func imageAPI(t *testing.T) (*httptest.Server, *imagestore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Images: images, Modules: ms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return srv, images
+	return serveAPI(t, apiserver.Config{Store: st, Images: images, Modules: ms}), images
 }
 
-func runAt(server string, args ...string) (stdout, stderr string, err error) {
+func runAt(srv *testServer, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	root := newRootCommand(&out, &errOut)
-	root.SetArgs(append([]string{"--server", server}, args...))
+	root.SetArgs(append([]string{"--kubeconfig", srv.Kubeconfig}, args...))
 	err = root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
 }
@@ -71,7 +64,7 @@ func TestImagePushThenRunOnNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, progress, err := runAt(srv.URL, "image", "push", archive, "--progress", "always")
+	out, progress, err := runAt(srv, "image", "push", archive, "--progress", "always")
 	if err != nil {
 		t.Fatalf("image push: %v %s", err, progress)
 	}
@@ -82,10 +75,10 @@ func TestImagePushThenRunOnNode(t *testing.T) {
 	if !strings.Contains(progress, "push docker.io/library/job:v1") || !strings.Contains(progress, "MiB") || !strings.Contains(progress, "100%") {
 		t.Errorf("no progress bar (bytes, rate) on stderr: %q", progress)
 	}
-	if out2, _, err := runAt(srv.URL, "image", "push", archive, "--name", "edge/job:v2"); err != nil || !strings.HasPrefix(out2, "docker.io/edge/job:v2 "+f[1]) {
+	if out2, _, err := runAt(srv, "image", "push", archive, "--name", "edge/job:v2"); err != nil || !strings.HasPrefix(out2, "docker.io/edge/job:v2 "+f[1]) {
 		t.Fatalf("push under another name: %q, %v", out2, err)
 	}
-	ls, _, err := runAt(srv.URL, "image", "ls")
+	ls, _, err := runAt(srv, "image", "ls")
 	if err != nil || !strings.Contains(ls, "docker.io/edge/job:v2") || !strings.Contains(ls, "docker.io/library/job:v1") || !strings.Contains(ls, f[1]) {
 		t.Errorf("image ls: %v\n%s", err, ls)
 	}
@@ -151,12 +144,12 @@ func TestImagePushThenRunOnNode(t *testing.T) {
 // (announced), a bad name 422, and no store 503.
 func TestImageAPIErrors(t *testing.T) {
 	srv, _ := imageAPI(t)
-	put := func(base, name string, body io.Reader, size int64) (int, string) {
-		req, _ := http.NewRequest(http.MethodPut, base+ImagesPath+url.PathEscape(name), body)
+	put := func(srv *testServer, name string, body io.Reader, size int64) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+ImagesPath+url.PathEscape(name), body)
 		if size >= 0 {
 			req.ContentLength = size
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,15 +160,15 @@ func TestImageAPIErrors(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&st)
 		return resp.StatusCode, st.Message
 	}
-	if code, msg := put(srv.URL, "app:v1", strings.NewReader("not a tar"), -1); code != 422 || !strings.Contains(msg, "not a tar") {
+	if code, msg := put(srv, "app:v1", strings.NewReader("not a tar"), -1); code != 422 || !strings.Contains(msg, "not a tar") {
 		t.Errorf("garbage: %d %s", code, msg)
 	}
-	if code, msg := put(srv.URL, "UPPER:v1", strings.NewReader(""), -1); code != 422 || !strings.Contains(msg, "image reference") {
+	if code, msg := put(srv, "UPPER:v1", strings.NewReader(""), -1); code != 422 || !strings.Contains(msg, "image reference") {
 		t.Errorf("bad name: %d %s", code, msg)
 	}
 	// Announced too large: refused before the body is read (raw HTTP, so
 	// the client sends only the headers).
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(srv.URL, "https://"), srv.TLS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,10 +178,10 @@ func TestImageAPIErrors(t *testing.T) {
 		t.Errorf("announced too large: %v, %v", resp, err)
 	}
 	conn.Close()
-	if code, _ := put(srv.URL, "missing:v1", nil, 0); code != 422 {
+	if code, _ := put(srv, "missing:v1", nil, 0); code != 422 {
 		t.Errorf("empty body: %d", code)
 	}
-	resp, err = http.Get(srv.URL + ImagesPath + "missing:v1")
+	resp, err = srv.Client.Get(srv.URL + ImagesPath + "missing:v1")
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != 404 {
@@ -197,19 +190,14 @@ func TestImageAPIErrors(t *testing.T) {
 	}
 	ns := storetest.StartNATS(t)
 	_, st := storetest.Connect(t, ns.ClientURL())
-	api, err := apiserver.New(apiserver.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bare := httptest.NewServer(api.Handler())
-	defer bare.Close()
-	if code, _ := put(bare.URL, "app:v1", strings.NewReader("x"), -1); code != http.StatusServiceUnavailable {
+	bare := serveAPI(t, apiserver.Config{Store: st})
+	if code, _ := put(bare, "app:v1", strings.NewReader("x"), -1); code != http.StatusServiceUnavailable {
 		t.Errorf("no image store: %d", code)
 	}
 	// The CLI checks the archive before any upload.
 	bad := filepath.Join(t.TempDir(), "bad.tar")
 	os.WriteFile(bad, []byte("not a tar"), 0o644)
-	if _, _, err := runAt(srv.URL, "image", "push", bad); err == nil || !strings.Contains(err.Error(), "invalid OCI image archive") {
+	if _, _, err := runAt(srv, "image", "push", bad); err == nil || !strings.Contains(err.Error(), "invalid OCI image archive") {
 		t.Errorf("push of a bad archive: %v", err)
 	}
 }
@@ -219,14 +207,14 @@ func TestWasmPushProgress(t *testing.T) {
 	srv, _ := imageAPI(t)
 	file := filepath.Join(t.TempDir(), "m.wasm")
 	os.WriteFile(file, emptyModule, 0o644)
-	out, progress, err := runAt(srv.URL, "wasm", "push", file, "--name", "tiny:v1", "--progress", "always")
+	out, progress, err := runAt(srv, "wasm", "push", file, "--name", "tiny:v1", "--progress", "always")
 	if err != nil || !strings.HasPrefix(out, "sha256:") {
 		t.Fatalf("wasm push: %q, %v", out, err)
 	}
 	if !strings.Contains(progress, "push tiny:v1") || !strings.Contains(progress, "100%") {
 		t.Errorf("no progress bar: %q", progress)
 	}
-	if _, progress, _ := runAt(srv.URL, "wasm", "push", file, "--name", "tiny:v1"); progress != "" {
+	if _, progress, _ := runAt(srv, "wasm", "push", file, "--name", "tiny:v1"); progress != "" {
 		t.Errorf("progress drawn on a non-terminal with --progress auto: %q", progress)
 	}
 }

@@ -18,7 +18,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.PersistentFlags().String("server", DefaultServer, "orca apiserver URL")
+	addConnectionFlags(root)
 	root.AddCommand(newVersionCommand(), newWasmCommand(), newImageCommand(), newApplyCmd(), newDeleteCmd(), newWaitCmd(), newSecretsCommand())
 	return root
 }

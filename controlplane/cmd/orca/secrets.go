@@ -28,12 +28,15 @@ step of a key rotation, without the race: a Secret changed meanwhile (409)
 was rewritten by that change, and is skipped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, _ := cmd.Flags().GetString("server")
+			api, err := connect(cmd)
+			if err != nil {
+				return err
+			}
 			ns := namespace
 			if all {
 				ns = ""
 			}
-			return reencryptSecrets(cmd.Context(), cmd.OutOrStdout(), server, ns)
+			return reencryptSecrets(cmd.Context(), cmd.OutOrStdout(), api, ns)
 		},
 	}
 	re.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace whose Secrets to rewrite")
@@ -45,7 +48,7 @@ was rewritten by that change, and is skipped.`,
 // reencryptSecrets lists the Secrets of namespace ("" = all) in pages of
 // 500 and PUTs each back; it prints one line per rewritten Secret and a
 // summary.
-func reencryptSecrets(ctx context.Context, out io.Writer, server, namespace string) error {
+func reencryptSecrets(ctx context.Context, out io.Writer, api *apiClient, namespace string) error {
 	coll := "/api/v1/secrets"
 	if namespace != "" {
 		coll = "/api/v1/namespaces/" + url.PathEscape(namespace) + "/secrets"
@@ -61,7 +64,7 @@ func reencryptSecrets(ctx context.Context, out io.Writer, server, namespace stri
 			q.Set("continue", cont)
 		}
 		var list corev1.SecretList
-		if _, err := doOK(server, http.MethodGet, coll+"?"+q.Encode(), nil, &list); err != nil {
+		if _, err := doOK(api, http.MethodGet, coll+"?"+q.Encode(), nil, &list); err != nil {
 			return fmt.Errorf("list secrets: %w", err)
 		}
 		for i := range list.Items {
@@ -69,7 +72,7 @@ func reencryptSecrets(ctx context.Context, out io.Writer, server, namespace stri
 			s.APIVersion, s.Kind = "v1", "Secret"
 			path := "/api/v1/namespaces/" + url.PathEscape(s.Namespace) + "/secrets/" + url.PathEscape(s.Name)
 			var after corev1.Secret
-			code, err := do(server, http.MethodPut, path, s, &after)
+			code, err := do(api, http.MethodPut, path, s, &after)
 			switch {
 			case code == http.StatusConflict || code == http.StatusNotFound:
 				skipped++ // written (so re-encrypted) or deleted meanwhile

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,16 +74,11 @@ func TestSecretsReencryptAfterKeyRotation(t *testing.T) {
 	}
 
 	st := storeWith(write("2.yaml", k2, k1))
-	api, err := apiserver.New(apiserver.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	srv := serveAPI(t, apiserver.Config{Store: st})
 	run := func(args ...string) string {
 		var out bytes.Buffer
 		root := newRootCommand(&out, &out)
-		root.SetArgs(append([]string{"--server", srv.URL}, args...))
+		root.SetArgs(append([]string{"--kubeconfig", srv.Kubeconfig}, args...))
 		if err := root.Execute(); err != nil {
 			t.Fatalf("orca %v: %v\n%s", args, err, out.String())
 		}

@@ -24,12 +24,15 @@ func newWaitCmd() *cobra.Command {
 		Use:   "wait (--server-ready | --selector app=x --count N)",
 		Short: "Wait until the apiserver is ready, or N pods matching a selector are Ready",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			srv, _ := cmd.Flags().GetString("server")
+			api, err := connect(cmd)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			check := func() (bool, string) { return readyz(srv) }
+			check := func() (bool, string) { return readyz(api) }
 			if !server {
-				check = func() (bool, string) { return podsReady(srv, namespace, selector, count) }
+				check = func() (bool, string) { return podsReady(api, namespace, selector, count) }
 			}
 			var last string
 			quietUntil := time.Now().Add(time.Second) // a server just started needs a moment
@@ -60,19 +63,19 @@ func newWaitCmd() *cobra.Command {
 	return cmd
 }
 
-func readyz(server string) (bool, string) {
-	resp, err := http.Get(server + "/readyz")
+func readyz(api *apiClient) (bool, string) {
+	resp, err := api.http.Get(api.server + "/readyz")
 	if err != nil {
 		return false, err.Error()
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK, fmt.Sprintf("apiserver %s: %s", server, resp.Status)
+	return resp.StatusCode == http.StatusOK, fmt.Sprintf("apiserver %s: %s", api.server, resp.Status)
 }
 
-func podsReady(server, namespace, selector string, count int) (bool, string) {
+func podsReady(api *apiClient, namespace, selector string, count int) (bool, string) {
 	var list corev1.PodList
 	path := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods?labelSelector=" + url.QueryEscape(selector)
-	if _, err := doOK(server, http.MethodGet, path, nil, &list); err != nil {
+	if _, err := doOK(api, http.MethodGet, path, nil, &list); err != nil {
 		return false, err.Error()
 	}
 	ready := 0

@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultServer is the apiserver address orca talks to by default.
-const DefaultServer = "http://127.0.0.1:6443"
+const DefaultServer = "https://127.0.0.1:6443"
 
 // WasmModulesPath is the apiserver route a module is PUT to, followed by
 // the url-escaped "name:tag".
@@ -53,7 +53,10 @@ func newWasmListCommand() *cobra.Command {
 // listDigests prints NAME, DIGEST, SIZE of the list of objects stored by
 // digest at the apiserver's path (WASM modules, images).
 func listDigests(cmd *cobra.Command, path, what string) error {
-	server, _ := cmd.Flags().GetString("server")
+	api, err := connect(cmd)
+	if err != nil {
+		return err
+	}
 	var list struct {
 		Items []struct {
 			Metadata struct {
@@ -65,7 +68,7 @@ func listDigests(cmd *cobra.Command, path, what string) error {
 			} `json:"spec"`
 		} `json:"items"`
 	}
-	if _, err := doOK(server, http.MethodGet, path, nil, &list); err != nil {
+	if _, err := doOK(api, http.MethodGet, path, nil, &list); err != nil {
 		return fmt.Errorf("list %s: %w", what, err)
 	}
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
@@ -79,7 +82,7 @@ func listDigests(cmd *cobra.Command, path, what string) error {
 // pushOptions are the flags of `orca wasm push` and `orca image push`.
 type pushOptions struct {
 	name     string
-	server   string
+	api      *apiClient
 	natsURL  string
 	timeout  time.Duration
 	progress string
@@ -104,7 +107,12 @@ it is pushed straight into NATS.`,
   orca wasm push hello.wasm --name hello-wasm:v1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.server, _ = cmd.Flags().GetString("server")
+			if o.natsURL == "" {
+				var err error
+				if o.api, err = connect(cmd); err != nil {
+					return err
+				}
+			}
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
 	}
@@ -138,7 +146,7 @@ func (o *pushOptions) run(ctx context.Context, out, errOut io.Writer, file strin
 	if o.natsURL != "" {
 		digest, err = pushNATS(ctx, o.natsURL, o.name, body)
 	} else {
-		digest, err = pushHTTP(ctx, o.server, o.name, body, int64(len(data)))
+		digest, err = pushHTTP(ctx, o.api, o.name, body, int64(len(data)))
 	}
 	done()
 	if err != nil {
@@ -168,8 +176,8 @@ func pushNATS(ctx context.Context, natsURL, name string, data io.Reader) (string
 // pushHTTP PUTs the module to the apiserver. The response is JSON with a
 // "digest" field, or the digest as plain text; an error response is a
 // Kubernetes Status whose message is reported.
-func pushHTTP(ctx context.Context, server, name string, data io.Reader, size int64) (string, error) {
-	u := strings.TrimRight(server, "/") + WasmModulesPath + url.PathEscape(name)
+func pushHTTP(ctx context.Context, api *apiClient, name string, data io.Reader, size int64) (string, error) {
+	u := strings.TrimRight(api.server, "/") + WasmModulesPath + url.PathEscape(name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, data)
 	if err != nil {
 		return "", err
@@ -177,7 +185,7 @@ func pushHTTP(ctx context.Context, server, name string, data io.Reader, size int
 	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/wasm")
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := api.http.Do(req)
 	if err != nil {
 		return "", err
 	}

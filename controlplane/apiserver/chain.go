@@ -1,0 +1,169 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// The request chain, in kube-apiserver's order (its DefaultBuildHandlerChain):
+//
+//	recover -> limits (body, overall in-flight: limitRequests)
+//	  -> request info -> authenticate (401) -> audit -> impersonate
+//	  -> per-user in-flight (429) -> authorize (403) -> handlers
+//	  -> admission -> registry -> store
+//
+// chain returns the filters from request info to authorize. The audit,
+// impersonation and per-user filters are pass-through hooks here; their
+// owners replace them in their own files.
+func (s *Server) chain() []echo.MiddlewareFunc {
+	return []echo.MiddlewareFunc{
+		s.withRequestInfo,
+		s.authenticate,
+		s.audit,
+		s.impersonate,
+		s.limitPerUser,
+		s.authorize,
+	}
+}
+
+// newRequestInfoFactory parses paths as kube-apiserver does (verb,
+// resource, subresource, namespace, name of a request).
+func newRequestInfoFactory() *request.RequestInfoFactory {
+	return &request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
+}
+
+// withRequestInfo puts Kubernetes' RequestInfo of the request in its
+// context (request.RequestInfoFrom), as the WithRequestInfo filter.
+func (s *Server) withRequestInfo(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		info, err := s.reqInfo.NewRequestInfo(req)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("failed to create RequestInfo: %w", err))
+		}
+		c.SetRequest(req.WithContext(request.WithRequestInfo(req.Context(), info)))
+		return next(c)
+	}
+}
+
+// anonymous is the user of a request without valid credentials to a
+// health or version path.
+var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+
+// authenticate sets the request's user (request.UserFrom) from
+// Config.Authenticator, as kube-apiserver's WithAuthentication filter:
+// missing or invalid credentials are a 401 Status "Unauthorized", except
+// on /healthz, /livez, /readyz (and below) and /version, which are served
+// to the user system:anonymous (group system:unauthenticated). The
+// Authorization header is removed once used, so no handler sees a token.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
+		var u user.Info
+		switch {
+		case ok && err == nil:
+			u = resp.User
+		case exemptPath(req.URL.Path):
+			u = anonymous
+		default:
+			if err != nil {
+				s.log.Debug("authentication failed", "method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr, "err", err)
+			}
+			return apierrors.NewUnauthorized("Unauthorized")
+		}
+		req.Header.Del("Authorization")
+		c.SetRequest(req.WithContext(request.WithUser(req.Context(), u)))
+		return next(c)
+	}
+}
+
+// audit is the hook of the audit log (audit8 replaces it).
+func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc { return next }
+
+// impersonate is the hook of impersonation headers (authz8 replaces it).
+func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc { return next }
+
+// limitPerUser is the hook of per-user in-flight limits (audit8 replaces
+// it).
+func (s *Server) limitPerUser(next echo.HandlerFunc) echo.HandlerFunc { return next }
+
+// authorize asks Config.Authorizer about the request's user and
+// RequestInfo, as kube-apiserver's WithAuthorization filter: anything but
+// Allow is a 403 Status with Kubernetes' message (forbidden).
+func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		attrs, err := authorizationAttributes(req)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		decision, reason, err := s.cfg.Authorizer.Authorize(req.Context(), attrs)
+		if decision == authorizer.DecisionAllow {
+			return next(c)
+		}
+		if err != nil {
+			s.log.Debug("authorization error", "user", attrs.GetUser().GetName(), "verb", attrs.GetVerb(), "path", attrs.GetPath(), "err", err)
+		}
+		return forbidden(attrs, reason)
+	}
+}
+
+// authorizationAttributes builds the authorizer's view of req from the
+// context's user and RequestInfo (kube-apiserver's
+// GetAuthorizerAttributes).
+func authorizationAttributes(req *http.Request) (authorizer.AttributesRecord, error) {
+	ctx := req.Context()
+	u, ok := request.UserFrom(ctx)
+	if !ok {
+		return authorizer.AttributesRecord{}, fmt.Errorf("no user on the request")
+	}
+	info, ok := request.RequestInfoFrom(ctx)
+	if !ok {
+		return authorizer.AttributesRecord{}, fmt.Errorf("no RequestInfo on the request")
+	}
+	a := authorizer.AttributesRecord{User: u, Verb: info.Verb, Path: req.URL.Path, ResourceRequest: info.IsResourceRequest}
+	if info.IsResourceRequest {
+		a.Namespace, a.APIGroup, a.APIVersion = info.Namespace, info.APIGroup, info.APIVersion
+		a.Resource, a.Subresource, a.Name = info.Resource, info.Subresource, info.Name
+	}
+	return a, nil
+}
+
+// forbidden is the 403 of kube-apiserver's responsewriters.Forbidden:
+// `pods is forbidden: User "jane" cannot create resource "pods" in API
+// group "" in the namespace "default"`, followed by ": <reason>" when the
+// authorizer gave one.
+func forbidden(a authorizer.Attributes, reason string) error {
+	name := ""
+	if u := a.GetUser(); u != nil {
+		name = u.GetName()
+	}
+	var msg string
+	switch {
+	case !a.IsResourceRequest():
+		msg = fmt.Sprintf("User %q cannot %s path %q", name, a.GetVerb(), a.GetPath())
+	default:
+		res := a.GetResource()
+		if sub := a.GetSubresource(); sub != "" {
+			res += "/" + sub
+		}
+		if ns := a.GetNamespace(); ns != "" {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", name, a.GetVerb(), res, a.GetAPIGroup(), ns)
+		} else {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", name, a.GetVerb(), res, a.GetAPIGroup())
+		}
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Group: a.GetAPIGroup(), Resource: a.GetResource()}, a.GetName(), fmt.Errorf("%s", msg))
+}

@@ -1,0 +1,253 @@
+// Package security sets up what orca-server needs to be secure by default,
+// so that the binary and the tests run the same code: the cluster CA and
+// certificates (controlplane/pki, under <data-dir>/tls), the apiserver's
+// TLS configuration, its authenticators and authorizer (the fields of
+// apiserver.Config), the admin kubeconfig, and the TLS configurations of
+// the NATS server and its clients.
+//
+// Authentication follows kube-apiserver: a request is authenticated by the
+// first authenticator that recognises its credentials (x509 client
+// certificates signed by the client CA: CN user, O groups; bearer tokens
+// of --token-auth-file), and every authenticated user is in the group
+// system:authenticated.
+//
+// Authorization is a placeholder until RBAC lands: AllowAuthenticated
+// allows every authenticated user everything (see its doc).
+package security
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/orca-edge/orca/controlplane/pki"
+	"github.com/orca-edge/orca/controlplane/store"
+)
+
+// File names under the TLS directory (<data-dir>/tls).
+const (
+	// ServingName is the serving certificate of the apiserver and the
+	// embedded NATS server: serving.crt, serving.key.
+	ServingName = "serving"
+	// AdminName is the admin's client certificate: admin.crt, admin.key
+	// (CN system:admin, O system:masters).
+	AdminName = "admin"
+	// AdminUser is the admin's user name, as k3s'.
+	AdminUser = "system:admin"
+)
+
+// Options are orca-server's security flags (Kubernetes' names).
+type Options struct {
+	// DataDir is orca-server's --data-dir; certificates live in
+	// DataDir/tls. Required.
+	DataDir string
+	// TLSCertFile and TLSPrivateKeyFile (--tls-cert-file,
+	// --tls-private-key-file) replace the created serving certificate;
+	// both or neither.
+	TLSCertFile, TLSPrivateKeyFile string
+	// ClientCAFile (--client-ca-file) is the PEM bundle client
+	// certificates are verified with, instead of the cluster CA. The admin
+	// kubeconfig's certificate is still signed by the cluster CA, so it
+	// works only when that CA is in the bundle.
+	ClientCAFile string
+	// TLSSANs (--tls-san) are extra DNS names or IPs of the created
+	// serving certificate (ServingSANs lists the others).
+	TLSSANs []string
+	// TokenAuthFile (--token-auth-file) is a CSV of static bearer tokens
+	// as kube-apiserver reads it: token,user,uid,"group1,group2". Read
+	// once at start.
+	TokenAuthFile string
+}
+
+// Material is the loaded or created security state of one orca-server.
+type Material struct {
+	// Dir is the TLS directory (<data-dir>/tls).
+	Dir string
+	// CA is the cluster CA (always created, even when the serving
+	// certificate or the client CA come from flags: it signs the admin's
+	// and the nodes' client certificates).
+	CA *pki.CA
+	// Serving is the serving certificate of the apiserver and NATS.
+	Serving tls.Certificate
+	// ServingCAPEM is the PEM bundle clients verify Serving with: the
+	// cluster CA, or nothing known when --tls-cert-file is set (then the
+	// certificate's own chain is expected to be trusted elsewhere).
+	ServingCAPEM []byte
+	// ClientCAs verifies client certificates.
+	ClientCAs *x509.CertPool
+	// Admin is the admin's client certificate (CN system:admin, O
+	// system:masters), reused across starts while current.
+	Admin *pki.KeyPair
+	// Authenticators are tried in order by Authenticator; authenticators
+	// of other kinds (ServiceAccount tokens, bootstrap tokens) are
+	// appended to it before Chain is called.
+	Authenticators []authenticator.Request
+}
+
+// Load creates or reads the certificates under o.DataDir/tls: the
+// cluster CA, the serving certificate (for pki.ServingSANs(o.TLSSANs...),
+// unless o.TLSCertFile is set) and the admin's client certificate; and
+// reads o.ClientCAFile and o.TokenAuthFile when set. Errors name the
+// file that failed.
+func Load(o Options) (*Material, error) {
+	if o.DataDir == "" {
+		return nil, errors.New("security: DataDir is required")
+	}
+	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
+		return nil, errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	dir := filepath.Join(o.DataDir, "tls")
+	ca, err := pki.LoadOrCreateCA(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Material{Dir: dir, CA: ca, ClientCAs: ca.Pool()}
+	if o.TLSCertFile != "" {
+		if m.Serving, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+			return nil, fmt.Errorf("--tls-cert-file: %w", err)
+		}
+	} else {
+		sans := pki.ServingSANs(o.TLSSANs...)
+		kp, err := ca.LoadOrIssue(dir, ServingName, sans, func() (*pki.KeyPair, error) { return ca.IssueServing("orca-apiserver", sans) })
+		if err != nil {
+			return nil, err
+		}
+		if m.Serving, err = tls.X509KeyPair(kp.CertPEM, kp.KeyPEM); err != nil {
+			return nil, err
+		}
+		m.ServingCAPEM = ca.CertPEM
+	}
+	if o.ClientCAFile != "" {
+		data, err := os.ReadFile(o.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+		m.ClientCAs = x509.NewCertPool()
+		if !m.ClientCAs.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("--client-ca-file %s: no PEM certificate", o.ClientCAFile)
+		}
+	}
+	if m.Admin, err = ca.LoadOrIssue(dir, AdminName, nil, func() (*pki.KeyPair, error) {
+		return ca.IssueClient(AdminUser, user.SystemPrivilegedGroup)
+	}); err != nil {
+		return nil, err
+	}
+	opts := x509request.DefaultVerifyOptions()
+	opts.Roots = m.ClientCAs
+	m.Authenticators = append(m.Authenticators, x509request.New(opts, x509request.CommonNameUserConversion))
+	if o.TokenAuthFile != "" {
+		tokens, err := tokenfile.NewCSV(o.TokenAuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-auth-file: %w", err)
+		}
+		m.Authenticators = append(m.Authenticators, bearertoken.New(tokens))
+	}
+	return m, nil
+}
+
+// ServerTLS is the apiserver's TLS configuration: the serving certificate,
+// TLS 1.2 or newer, and client certificates requested but verified by the
+// x509 authenticator (as kube-apiserver: a bad certificate is a 401, not a
+// failed handshake). HTTP/2 is offered.
+func (m *Material) ServerTLS() *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{m.Serving},
+		MinVersion:   tls.VersionTLS12,
+		ClientAuth:   tls.RequestClientCert,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+}
+
+// Chain is what apiserver.Config needs for authentication and
+// authorization (its TLS, Authenticator, Authorizer and RuleResolver
+// fields).
+type Chain struct {
+	TLS           *tls.Config
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+	RuleResolver  authorizer.RuleResolver
+}
+
+// Chain returns the apiserver's chain over st: TLS (ServerTLS), the union
+// of m.Authenticators with system:authenticated added to every user, and
+// the authorizer (AllowAuthenticated until RBAC lands). ctx bounds what
+// the authorizer watches.
+func (m *Material) Chain(ctx context.Context, st *store.Store) (*Chain, error) {
+	_ = ctx
+	_ = st
+	return &Chain{
+		TLS:           m.ServerTLS(),
+		Authenticator: group.NewAuthenticatedGroupAdder(union.New(m.Authenticators...)),
+		Authorizer:    AllowAuthenticated(),
+	}, nil
+}
+
+// WriteAdminKubeconfig writes the admin's kubeconfig (cluster, user and
+// context "orca", server, the serving CA and the admin's client
+// certificate) to path with mode.
+func (m *Material) WriteAdminKubeconfig(path string, mode os.FileMode, server string) error {
+	return pki.WriteKubeconfig(path, mode, "orca", server, "", m.ServingCAPEM, m.Admin)
+}
+
+// ClientTLS is the TLS configuration of a client of this server (NATS or
+// HTTPS): it verifies the serving certificate with the cluster CA and
+// presents kp when not nil.
+func (m *Material) ClientTLS(kp *pki.KeyPair) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.CA.Pool()}
+	if kp != nil {
+		cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// AllowAuthenticated returns the placeholder authorizer used until RBAC
+// (controlplane/auth/rbac) lands: it allows every request of a user in
+// system:authenticated, and health and version checks
+// (/healthz, /livez, /readyz and below, /version) of anyone, as the
+// system:public-info-viewer role of Kubernetes does. Everything else is
+// denied with no opinion. NOT an access control: any valid credential is
+// an admin.
+func AllowAuthenticated() authorizer.Authorizer { return authorizer.AuthorizerFunc(allowAuthenticated) }
+
+func allowAuthenticated(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if u := a.GetUser(); u != nil {
+		for _, g := range u.GetGroups() {
+			if g == user.AllAuthenticated {
+				return authorizer.DecisionAllow, "", nil
+			}
+		}
+	}
+	if !a.IsResourceRequest() && a.GetVerb() == "get" && PublicInfoPath(a.GetPath()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "", nil
+}
+
+// PublicInfoPath reports whether path is a health or version check, the
+// paths anyone may read (Kubernetes' system:public-info-viewer) and that
+// get the user system:anonymous without credentials.
+func PublicInfoPath(path string) bool {
+	for _, p := range []string{"/healthz", "/livez", "/readyz", "/version"} {
+		if path == p || len(path) > len(p) && path[:len(p)+1] == p+"/" {
+			return true
+		}
+	}
+	return false
+}
