@@ -13,6 +13,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/security/securitytest"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
@@ -22,7 +23,8 @@ import (
 // HTTP side is not listened on) and returns it.
 func (e *env) relayServer() *apiserver.Server {
 	e.t.Helper()
-	srv, err := apiserver.New(apiserver.Config{Store: e.s, NATS: e.nc})
+	ch := securitytest.New(e.t).Chain(e.s)
+	srv, err := apiserver.New(apiserver.Config{Store: e.s, NATS: e.nc, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -62,13 +62,20 @@ var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.Al
 // Config.Authenticator, as kube-apiserver's WithAuthentication filter:
 // missing or invalid credentials are a 401 Status "Unauthorized", except
 // on /healthz, /livez, /readyz (and below) and /version, which are served
-// to the user system:anonymous (group system:unauthenticated). The
-// Authorization header is removed once used, so no handler sees a token.
+// to the user system:anonymous (group system:unauthenticated). A request
+// of the API relay (ServeRelay) is its node's user (RelayUser), whatever
+// it carries. The Authorization header is removed once used, so no
+// handler sees a token.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
 		var u user.Info
+		if ru, ok := RelayUser(req.Context()); ok {
+			req.Header.Del("Authorization")
+			c.SetRequest(req.WithContext(request.WithUser(req.Context(), ru)))
+			return next(c)
+		}
+		resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
 		switch {
 		case ok && err == nil:
 			u = resp.User
