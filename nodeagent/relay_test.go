@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
@@ -102,4 +103,45 @@ func defaultPod(t testing.TB, p *corev1.Pod) {
 		t.Fatal(err)
 	}
 	k.Default(p)
+}
+
+// NodeRestriction holds over the relay: a node may write its own pods'
+// status and its own Node, not another node's.
+func TestRelayNodeRestriction(t *testing.T) {
+	e := newEnv(t)
+	e.relayServer()
+	ctx := context.Background()
+	mine, theirs := simplePod("mine", "sleep", corev1.RestartPolicyAlways), simplePod("theirs", "sleep", corev1.RestartPolicyAlways)
+	defaultPod(t, mine)
+	defaultPod(t, theirs)
+	e.pod("n1", mine)
+	e.pod("n2", theirs)
+	api := NewRelayAPI(e.nc, "n1")
+	for name, wantOK := range map[string]bool{"mine": true, "theirs": false} {
+		obj, err := api.Get(ctx, store.Pods, "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := obj.(*corev1.Pod)
+		p.Status.Message = "written by n1"
+		_, err = api.UpdateStatus(ctx, store.Pods, p)
+		if wantOK && err != nil {
+			t.Errorf("status of its own pod: %v", err)
+		}
+		if !wantOK && !apierrors.IsForbidden(err) {
+			t.Errorf("status of node n2's pod: %v; want 403 Forbidden", err)
+		}
+	}
+	if err := api.Delete(ctx, store.Pods, "default", "theirs", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("delete of node n2's pod: %v; want 403 Forbidden", err)
+	}
+	if _, err := api.Create(ctx, store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}); !apierrors.IsForbidden(err) {
+		t.Errorf("create of Node n2: %v; want 403 Forbidden", err)
+	}
+	if _, err := api.Create(ctx, store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"node-restriction.kubernetes.io/trusted": "yes"}}}); !apierrors.IsForbidden(err) {
+		t.Errorf("create of Node n1 with a node-restriction label: %v; want 403 Forbidden", err)
+	}
+	if _, err := api.Create(ctx, store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
+		t.Errorf("create of its own Node: %v", err)
+	}
 }

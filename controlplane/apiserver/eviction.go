@@ -88,6 +88,9 @@ func (s *Server) evict(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
+	if err := s.admitNodeDelete(ctx, store.Pods, "eviction", ri.namespace, ri.name); err != nil { // admission_node.go: nodes evict only their pods
+		return err
+	}
 	st, err := s.evictPod(ctx, ri.namespace, ri.name, opts)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
+	"github.com/orca-edge/orca/controlplane/auth/node"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -195,6 +196,9 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 	} else {
 		obj.SetNamespace("")
 	}
+	if err := s.admitNode(ctx, node.Create, r, "", namespace, obj.GetName(), obj, nil); err != nil { // admission_node.go
+		return nil, err
+	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		// Mutating admission, before defaults and validation.
 		if err := s.admitServiceAccount(ctx, pod); err != nil {
@@ -300,6 +304,9 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 			return nil, err
 		}
 		obj.SetManagedFields(managed)
+		if err := s.admitNode(ctx, node.Update, r, ri.sub, ri.namespace, ri.name, obj, cur); err != nil { // admission_node.go
+			return nil, err
+		}
 		obj = s.trackUpdate(ctx, k, cur, obj)
 		if err := s.allocateUpdate(ctx, obj, cur); err != nil {
 			return nil, err
@@ -395,6 +402,9 @@ func (s *Server) delete(c echo.Context, ri reqInfo) error {
 	}
 	opts, err := s.parseDeleteOptions(c)
 	if err != nil {
+		return err
+	}
+	if err := s.admitNodeDelete(c.Request().Context(), ri.res, "", ri.namespace, ri.name); err != nil { // admission_node.go
 		return err
 	}
 	out, err := s.reg.Delete(c.Request().Context(), s.st, ri.res, ri.namespace, ri.name, opts)
