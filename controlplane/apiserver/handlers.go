@@ -11,6 +11,7 @@ import (
 	"net/url"
 
 	"github.com/labstack/echo/v4"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -215,6 +216,9 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 		if err := registry.ValidateCreate(k, obj); err != nil {
 			return nil, err
 		}
+		if err := s.reg.Admit(ctx, registry.AdmissionAttributes{Operation: admissionv1.Create, Resource: r, Object: obj}); err != nil {
+			return nil, err
+		}
 		release, err := s.allocate(ctx, obj)
 		if err != nil {
 			return nil, err
@@ -312,6 +316,9 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 			return nil, err
 		}
 		if err := registry.ValidateUpdate(k, obj, cur); err != nil {
+			return nil, err
+		}
+		if err := s.reg.Admit(ctx, registry.AdmissionAttributes{Operation: admissionv1.Update, Resource: r, Subresource: ri.sub, Object: obj, OldObject: cur}); err != nil {
 			return nil, err
 		}
 		if dryRun {

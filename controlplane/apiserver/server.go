@@ -126,6 +126,11 @@ type Config struct {
 	// RuleResolver lists a user's rules (SelfSubjectRulesReview).
 	// Optional.
 	RuleResolver authorizer.RuleResolver
+	// PodSecurity is the Pod Security admission's configuration
+	// (defaults and exemptions; controlplane/auth/podsecurity). Default:
+	// podsecurity.DefaultConfiguration() (privileged unless a namespace's
+	// labels say otherwise).
+	PodSecurity *PodSecurityConfiguration
 }
 
 // Server is the REST apiserver. Create it with New.
@@ -220,6 +225,9 @@ func New(cfg Config) (*Server, error) {
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
 		modulePushes: make(chan struct{}, maxModulePushes),
 		imagePushes:  make(chan struct{}, maxImagePushes)}
+	if err := s.installPodSecurity(); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
 	if s.nc != nil {
 		s.watchNATS()
 	}
@@ -370,7 +378,7 @@ func (s *Server) routes() *echo.Echo {
 			return apierrors.NewInternalError(err)
 		},
 	}))
-	e.Use(s.logRequests, s.limitRequests)
+	e.Use(s.logRequests, s.limitRequests, s.recordWarnings)
 	e.Use(s.chain()...)
 	for _, ep := range []string{"healthz", "livez", "readyz"} {
 		e.GET("/"+ep, s.health(ep))

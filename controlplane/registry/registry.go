@@ -19,6 +19,7 @@ type Registry struct {
 	byResource map[schema.GroupVersionResource]*Kind // guarded by mu
 	byKind     map[schema.GroupVersionKind]*Kind     // guarded by mu
 	changed    chan struct{}                         // closed at the next Add or Remove; guarded by mu
+	admission  []namedAdmission                      // validating admission plugins (admission.go); guarded by mu, replaced, never modified
 }
 
 // New returns a registry holding kinds, in that (discovery) order. It

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -22,8 +23,8 @@ func (r *Registry) Kind(res store.Resource) (*Kind, error) {
 }
 
 // Create stores obj, a new object of the kind stored as res, after
-// BeforeCreate, as a create through the API does (less admission: the
-// namespace's existence is not checked). A generated name already taken
+// BeforeCreate and the validating admission plugins (Admit), as a create
+// through the API does (less the namespace's existence check). A generated name already taken
 // is drawn again (up to 8 names). It returns the stored object; errors
 // are the store's (409 AlreadyExists) or BeforeCreate's (422 Invalid).
 func (r *Registry) Create(ctx context.Context, st *store.Store, res store.Resource, obj store.Object) (store.Object, error) {
@@ -37,6 +38,9 @@ func (r *Registry) Create(ctx context.Context, st *store.Store, res store.Resour
 			obj.SetName("")
 		}
 		if err := BeforeCreate(k, obj); err != nil {
+			return nil, err
+		}
+		if err := r.Admit(ctx, AdmissionAttributes{Operation: admissionv1.Create, Resource: res, Object: obj}); err != nil {
 			return nil, err
 		}
 		out, err := st.Create(ctx, res, obj)
@@ -80,7 +84,14 @@ func (r *Registry) GuaranteedUpdateSubresource(ctx context.Context, st *store.St
 		if err != nil {
 			return nil, err
 		}
-		return BeforeUpdate(k, sub, obj, old)
+		obj, err = BeforeUpdate(k, sub, obj, old)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Admit(ctx, AdmissionAttributes{Operation: admissionv1.Update, Resource: res, Subresource: sub, Object: obj, OldObject: old}); err != nil {
+			return nil, err
+		}
+		return obj, nil
 	})
 	if err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ type options struct {
 	insecureAddr   string
 	kubeconfig     string
 	kubeconfigMode string
+	admission      admissionOptions
 }
 
 func main() {
@@ -106,6 +107,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	o.encryption.addFlags(f)
 	addSecurityFlags(f, &o)
 	cmd.AddCommand(newNATSConfigCommand())
+	o.admission.addFlags(f)
 	return cmd
 }
 
@@ -116,6 +118,10 @@ func run(ctx context.Context, o options) error {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
 	transformers, err := o.encryption.transformers(ctx, o.dataDir)
+	if err != nil {
+		return err
+	}
+	podSecurity, err := o.admission.podSecurity()
 	if err != nil {
 		return err
 	}
@@ -216,7 +222,8 @@ func run(ctx context.Context, o options) error {
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections,
 			NATSCredentials: natsIssuer(o, natsAuth, "nats"),
-			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
+			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver,
+			PodSecurity: podSecurity})
 		if err != nil {
 			return err
 		}
