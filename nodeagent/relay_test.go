@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
+	nodeauth "github.com/orca-edge/orca/controlplane/auth/node"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/security/securitytest"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -25,7 +29,25 @@ import (
 func (e *env) relayServer() *apiserver.Server {
 	e.t.Helper()
 	ch := securitytest.New(e.t).Chain(e.s)
-	srv, err := apiserver.New(apiserver.Config{Store: e.s, NATS: e.nc, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
+	return e.relayServerWith(ch.Authenticator, ch.Authorizer)
+}
+
+// nodeRelayServer is relayServer with the Node authorizer alone as the
+// authorizer: a node is allowed what the Node authorizer allows, nothing
+// else.
+func (e *env) nodeRelayServer() *apiserver.Server {
+	e.t.Helper()
+	na := nodeauth.New(e.s)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.t.Cleanup(cancel)
+	go na.Run(ctx)
+	return e.relayServerWith(securitytest.New(e.t).Chain(e.s).Authenticator, na)
+}
+
+// relayServerWith is relayServer with the given authorizer.
+func (e *env) relayServerWith(authn authenticator.Request, authz authorizer.Authorizer) *apiserver.Server {
+	e.t.Helper()
+	srv, err := apiserver.New(apiserver.Config{Store: e.s, NATS: e.nc, Authenticator: authn, Authorizer: authz})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -45,7 +67,7 @@ func (e *env) relayServer() *apiserver.Server {
 // it is marked deleted: every write goes through the apiserver.
 func TestAgentOverRelay(t *testing.T) {
 	e := newEnv(t)
-	e.relayServer()
+	e.nodeRelayServer()
 	rt := testruntime.New("runc")
 	e.agent("edge.1", func(c *Config) { c.API = NewRelayAPI(e.nc, "edge.1"); c.VolumeSyncPeriod = 100 * time.Millisecond }, rt)
 	ctx := context.Background()
@@ -143,5 +165,42 @@ func TestRelayNodeRestriction(t *testing.T) {
 	}
 	if _, err := api.Create(ctx, store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
 		t.Errorf("create of its own Node: %v", err)
+	}
+}
+
+// The Node authorizer holds over the relay: a node reads the Secret its
+// pod references, not another one (403 with Kubernetes' wording), and
+// gets its own Node.
+func TestRelayNodeAuthorizer(t *testing.T) {
+	e := newEnv(t)
+	e.nodeRelayServer()
+	ctx := context.Background()
+	for _, name := range []string{"creds", "other"} {
+		e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string][]byte{"k": []byte(name)}}, store.Secrets)
+	}
+	p := simplePod("web", "sleep", corev1.RestartPolicyAlways)
+	p.Spec.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}}
+	defaultPod(t, p)
+	e.pod("n1", p)
+	api := NewRelayAPI(e.nc, "n1")
+	storetest.Eventually(t, 5*time.Second, func() error {
+		_, err := api.Get(ctx, store.Secrets, "default", "creds")
+		return err
+	})
+	_, err := api.Get(ctx, store.Secrets, "default", "other")
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "system:node:n1" cannot get resource "secrets" in API group "" in the namespace "default"`) {
+		t.Fatalf("an unreferenced secret: %v; want 403 Forbidden", err)
+	}
+	if _, err := NewRelayAPI(e.nc, "n2").Get(ctx, store.Secrets, "default", "creds"); !apierrors.IsForbidden(err) {
+		t.Fatalf("node n2 reading n1's pod's secret: %v; want 403 Forbidden", err)
+	}
+	if _, err := api.Create(ctx, store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Get(ctx, store.Nodes, "", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Get(ctx, store.Namespaces, "", "default"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a namespace: %v; want 403 Forbidden (not in the node rules)", err)
 	}
 }
