@@ -128,6 +128,10 @@ func Load(o Options) (*Material, error) {
 		if m.Serving, err = tls.X509KeyPair(kp.CertPEM, kp.KeyPEM); err != nil {
 			return nil, err
 		}
+		// The chain names the CA too (as k3s' does): a joining agent
+		// checks it against --discovery-token-ca-cert-hash before it
+		// trusts the server.
+		m.Serving.Certificate = append(m.Serving.Certificate, ca.Cert.Raw)
 		m.ServingCAPEM = ca.CertPEM
 	}
 	if o.ClientCAFile != "" {
