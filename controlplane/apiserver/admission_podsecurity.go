@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	k8saudit "k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
 	psaapi "k8s.io/pod-security-admission/admission/api"
@@ -84,6 +85,9 @@ func (s *Server) installPodSecurity() error {
 		res := psa.Validate(ctx, attrs)
 		for _, w := range res.Warnings {
 			warning.AddWarning(ctx, "", w)
+		}
+		for k, v := range res.AuditAnnotations { // no-op when the request is not audited
+			k8saudit.AddAuditAnnotation(ctx, podsecurity.AnnotationPrefix+k, v)
 		}
 		return res.Err
 	})

@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8saudit "k8s.io/apiserver/pkg/audit"
 
 	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -104,5 +108,28 @@ spec:
 	}
 	if out, err := e.kubectl(ctx, "", "label", "namespace", "default", "pod-security.kubernetes.io/audit=none"); err == nil || !strings.Contains(out, `Invalid value: "none"`) {
 		t.Fatalf("an invalid level label: %v\n%s", err, out)
+	}
+}
+
+// TestPodSecurityAuditAnnotations: the audit level's verdict and the
+// enforced policy reach the request's audit event, under Kubernetes' keys.
+func TestPodSecurityAuditAnnotations(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.st.Create(ctx, store.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "audited",
+		Labels: map[string]string{"pod-security.kubernetes.io/audit": "baseline"}}}); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "audited", Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", SecurityContext: &corev1.SecurityContext{Privileged: &yes}}}}}
+	actx := k8saudit.WithAuditContext(ctx)
+	if err := e.srv.reg.Admit(actx, registry.AdmissionAttributes{Operation: admissionv1.Create, Resource: store.Pods, Object: pod}); err != nil {
+		t.Fatalf("audit mode refused: %v", err)
+	}
+	got := k8saudit.AuditContextFrom(actx).GetEventAnnotations()
+	if !strings.Contains(got["pod-security.kubernetes.io/audit-violations"], `would violate PodSecurity "baseline:latest": privileged`) ||
+		got["pod-security.kubernetes.io/enforce-policy"] != "privileged:latest" {
+		t.Fatalf("annotations %v", got)
 	}
 }

@@ -25,7 +25,7 @@ type cluster struct {
 	rcs  map[string]string
 }
 
-func newAdmission(t *testing.T, c *cluster, conf string) *podsecurity.Admission {
+func newAdmission(t testing.TB, c *cluster, conf string) *podsecurity.Admission {
 	t.Helper()
 	cfg := podsecurity.Config{
 		Namespace: func(_ context.Context, name string) (*corev1.Namespace, error) {
