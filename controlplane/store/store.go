@@ -461,15 +461,17 @@ func (s *Store) Delete(ctx context.Context, r Resource, namespace, name, resourc
 			return nil, apierrors.NewConflict(r.GroupResource(), name,
 				fmt.Errorf("precondition failed: resourceVersion %d, stored %d", want, e.Revision()))
 		}
+		// Decrypted first: a value no key decrypts is not deleted (a 500,
+		// as Kubernetes without AllowUnsafeMalformedObjectDeletion).
+		data, _, err := s.fromStorage(ctx, r, key, e.Value())
+		if err != nil {
+			return nil, err
+		}
 		// A delete marker, not a purge: the key's older revisions stay
 		// until watchers have read them; the watch cache purges them
 		// later (deletedPurgeDelay).
 		err = kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 		if err == nil {
-			data, _, err := s.fromStorage(ctx, r, key, e.Value())
-			if err != nil {
-				return nil, err
-			}
 			return Decode(r, data, e.Revision())
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {

@@ -306,6 +306,12 @@ func TestKeyRotation(t *testing.T) {
 	if _, err := s.Get(ctx, store.Secrets, "default", "a"); !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "no matching key") {
 		t.Fatalf("read with a wrong key: %v", err)
 	}
+	if _, err := s.Delete(ctx, store.Secrets, "default", "a", ""); !apierrors.IsInternalError(err) {
+		t.Fatalf("delete with a wrong key: %v", err)
+	}
+	if raw := e.raw("a"); !bytes.HasPrefix(raw, []byte("k8s:enc:aesgcm:v1:key2:")) {
+		t.Fatalf("a value no key decrypts was deleted: %.40q", raw)
+	}
 }
 
 func TestCiphertextMovedToAnotherKeyDoesNotDecrypt(t *testing.T) {
