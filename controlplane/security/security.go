@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
@@ -172,6 +173,23 @@ func (m *Material) ServerTLS() *tls.Config {
 		MinVersion:   tls.VersionTLS12,
 		ClientAuth:   tls.RequestClientCert,
 		NextProtos:   []string{"h2", "http/1.1"},
+	}
+}
+
+// NATSServerTLS is the embedded NATS server's TLS configuration for its
+// clients: the serving certificate, TLS 1.2 or newer. Clients are
+// identified by their NATS credentials, not by certificates.
+func (m *Material) NATSServerTLS() *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{m.Serving}, MinVersion: tls.VersionTLS12}
+}
+
+// NATSClientTLS is a nats.go option verifying the NATS server with the
+// cluster CA when the server asks for TLS; unlike nats.Secure it does not
+// require TLS, so a plain NATS (an external one without TLS) still works.
+func (m *Material) NATSClientTLS() nats.Option {
+	return func(o *nats.Options) error {
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: m.CA.Pool()}
+		return nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -20,6 +21,10 @@ type EmbeddedConfig struct {
 	SyncAlways bool
 	// ServerName names the server in NATS' own monitoring. Default "orca".
 	ServerName string
+	// TLS, when set, makes clients connect over TLS only (nats-server's
+	// tls block: the server presents TLS.Certificates; client
+	// certificates are not asked for). Handshakes must finish within 2 s.
+	TLS *tls.Config
 	// Configure, when set, edits the server options last, before the
 	// server starts (natsauth.Authority.Configure puts it in JWT mode).
 	Configure func(*server.Options) error
@@ -48,6 +53,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		StoreDir:   cfg.DataDir,
 		SyncAlways: cfg.SyncAlways,
 		NoSigs:     true,
+	}
+	if cfg.TLS != nil {
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 2
 	}
 	if cfg.Configure != nil {
 		if err := cfg.Configure(opts); err != nil {

@@ -142,7 +142,7 @@ echo "orca-server ready after $(ms) ms: apiserver $SERVER, NATS nats://$NATS"
 
 ctrflag=--containerd=true
 [ "$containers" = 1 ] || ctrflag=--containerd=false
-setsid bin/orca-agent --nats-url "nats://$NATS" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" "$ctrflag" >"$RUNDIR/agent.log" 2>&1 &
+setsid bin/orca-agent --nats-url "nats://$NATS" --nats-ca-file "$RUNDIR/server/tls/ca.crt" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" "$ctrflag" >"$RUNDIR/agent.log" 2>&1 &
 pids+=($!)
 
 bin/orca wasm push bin/hello.wasm --name hello-wasm:v1
@@ -202,8 +202,8 @@ $(if [ "$containers" = 1 ]; then printf '  kubectl logs deploy/hello-container\n
   kubectl scale deployment hello-wasm --replicas=5
   for i in 1 2 3; do curl -s http://127.0.0.1:$NODEPORT/; done
   go install github.com/nats-io/natscli/nats@v0.5.0   # the NATS CLI, once
-  nats --server nats://$NATS kv ls pods
-  nats --server nats://$NATS kv watch pods
+  nats --server nats://$NATS --tlsca $RUNDIR/server/tls/ca.crt kv ls pods
+  nats --server nats://$NATS --tlsca $RUNDIR/server/tls/ca.crt kv watch pods
 Logs: $RUNDIR/server.log, $RUNDIR/agent.log.  Ctrl-C (or kill -TERM $$) stops orca and every container it ran.
 MSG
 wait -n "${pids[@]}" || true

@@ -371,6 +371,7 @@ func TestNetnsThreeHosts(t *testing.T) {
 	agents := map[string]*exec.Cmd{}
 	for node, ns := range map[string]string{"n1": h.n1, "n2": h.n2} {
 		agents[node] = h.start(t, "orca-agent-"+node, ns, "orca-agent", "--nats-url", "nats://"+srvIP+":4222",
+			"--nats-ca-file", filepath.Join(dir, "server", "tls", "ca.crt"),
 			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
 			"--heartbeat-interval", heartbeat.String())
 	}

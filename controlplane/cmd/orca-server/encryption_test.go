@@ -95,9 +95,9 @@ func server(t *testing.T, args ...string) (api string, client *http.Client, nats
 	return api, client, "nats://" + natsAddr, stop
 }
 
-func rawSecret(t *testing.T, natsURL, ns, name string) []byte {
+func rawSecret(t *testing.T, dataDir, natsURL, ns, name string) []byte {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect(natsURL, nats.RootCAs(filepath.Join(dataDir, "tls", "ca.crt"))) // the embedded NATS serves TLS
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestSecretsEncryptedAtRestByDefault(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, out)
 	}
-	raw := rawSecret(t, natsURL, "default", "db")
+	raw := rawSecret(t, dir, natsURL, "default", "db")
 	if !bytes.HasPrefix(raw, []byte("k8s:enc:aesgcm:v1:key1:")) {
 		t.Fatalf("KV value: %.60q", raw)
 	}

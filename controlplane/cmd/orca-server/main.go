@@ -58,6 +58,8 @@ type options struct {
 	kubeconfig     string
 	kubeconfigMode string
 	admission      admissionOptions
+	natsTLS        bool
+	natsCAFile     string
 }
 
 func main() {
@@ -151,12 +153,13 @@ func run(ctx context.Context, o options) error {
 		if natsAuth != nil {
 			ecfg.Configure = natsAuth.Configure
 		}
+		ecfg.TLS = natsServerTLS(o, sec)
 		ns, err := store.StartEmbedded(ecfg)
 		if err != nil {
 			return err
 		}
 		defer ns.Shutdown()
-		url = ns.ClientURL()
+		url = localURL(ns.ClientURL())
 		slog.Info("embedded NATS started", "url", url, "dataDir", o.dataDir, "syncAlways", o.syncAlways)
 	}
 	if o.apiserver {
@@ -172,6 +175,9 @@ func run(ctx context.Context, o options) error {
 	defer fail(nil)
 	natsOpts, err := natsControlPlaneOptions(natsAuth)
 	if err != nil {
+		return err
+	}
+	if natsOpts, err = withNATSClientTLS(natsOpts, o, sec); err != nil {
 		return err
 	}
 	nc, err := nats.Connect(url, append(natsOpts, nats.Name("orca-server"), nats.MaxReconnects(-1),
@@ -221,7 +227,7 @@ func run(ctx context.Context, o options) error {
 		api, err := apiserver.New(apiserver.Config{Store: st, Registry: reg, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections,
-			NATSCredentials: natsIssuer(o, natsAuth, "nats"),
+			NATSCredentials: withNATSCA(natsIssuer(o, natsAuth, "nats"), o, sec),
 			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver,
 			PodSecurity: podSecurity})
 		if err != nil {

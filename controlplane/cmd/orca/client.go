@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,4 +54,35 @@ func connect(cmd *cobra.Command) (*apiClient, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return &apiClient{server: cfg.Host, http: hc}, nil
+}
+
+// natsTLS is the nats.go option of a direct NATS connection (--nats-url):
+// a NATS server that asks for TLS is verified with the kubeconfig's CA
+// (orca-server's cluster CA signs both the apiserver's and NATS'
+// certificates), or the system's CAs without a kubeconfig. A server
+// without TLS is still reached (the option does not require TLS).
+func natsTLS(cmd *cobra.Command) (nats.Option, error) {
+	path, _ := cmd.Flags().GetString("kubeconfig")
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	var tc *tls.Config
+	switch {
+	case clientcmd.IsEmptyConfig(err):
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	case err != nil:
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	default:
+		c := rest.CopyConfig(cfg)
+		c.CertData, c.KeyData, c.CertFile, c.KeyFile = nil, nil, "", "" // NATS identifies users by credentials
+		c.ServerName = ""
+		if tc, err = rest.TLSConfigFor(c); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		if tc == nil {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		tc.ServerName = "" // the NATS host, not the apiserver's
+	}
+	return func(o *nats.Options) error { o.TLSConfig = tc; return nil }, nil
 }

@@ -51,11 +51,14 @@ with --nats-url it is pushed straight into NATS.`,
   orca image push app.tar --name registry.lan:5000/team/app:v2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
 			if o.natsURL == "" {
-				var err error
-				if o.api, err = connect(cmd); err != nil {
-					return err
-				}
+				o.api, err = connect(cmd)
+			} else {
+				o.natsTLS, err = natsTLS(cmd)
+			}
+			if err != nil {
+				return err
 			}
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
@@ -107,7 +110,7 @@ func (o *imagePushOptions) run(ctx context.Context, out, errOut io.Writer, file 
 	defer cancel()
 	var img imagestore.Image
 	if o.natsURL != "" {
-		img, err = pushImageNATS(ctx, o.natsURL, name, body)
+		img, err = pushImageNATS(ctx, o.natsURL, o.natsTLS, name, body)
 	} else {
 		img, err = pushImageHTTP(ctx, o.api, name, body, st.Size())
 	}
@@ -119,8 +122,8 @@ func (o *imagePushOptions) run(ctx context.Context, out, errOut io.Writer, file 
 	return nil
 }
 
-func pushImageNATS(ctx context.Context, natsURL, name string, r io.Reader) (imagestore.Image, error) {
-	nc, err := nats.Connect(natsURL, nats.Name("orca image push"))
+func pushImageNATS(ctx context.Context, natsURL string, tlsOpt nats.Option, name string, r io.Reader) (imagestore.Image, error) {
+	nc, err := nats.Connect(natsURL, nats.Name("orca image push"), tlsOpt)
 	if err != nil {
 		return imagestore.Image{}, fmt.Errorf("connect to %s: %w", natsURL, err)
 	}

@@ -83,6 +83,7 @@ func listDigests(cmd *cobra.Command, path, what string) error {
 type pushOptions struct {
 	name     string
 	api      *apiClient
+	natsTLS  nats.Option // with --nats-url: the kubeconfig's CA for a NATS server with TLS
 	natsURL  string
 	timeout  time.Duration
 	progress string
@@ -107,11 +108,14 @@ it is pushed straight into NATS.`,
   orca wasm push hello.wasm --name hello-wasm:v1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
 			if o.natsURL == "" {
-				var err error
-				if o.api, err = connect(cmd); err != nil {
-					return err
-				}
+				o.api, err = connect(cmd)
+			} else {
+				o.natsTLS, err = natsTLS(cmd)
+			}
+			if err != nil {
+				return err
 			}
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
@@ -144,7 +148,7 @@ func (o *pushOptions) run(ctx context.Context, out, errOut io.Writer, file strin
 	defer cancel()
 	var digest string
 	if o.natsURL != "" {
-		digest, err = pushNATS(ctx, o.natsURL, o.name, body)
+		digest, err = pushNATS(ctx, o.natsURL, o.natsTLS, o.name, body)
 	} else {
 		digest, err = pushHTTP(ctx, o.api, o.name, body, int64(len(data)))
 	}
@@ -156,8 +160,8 @@ func (o *pushOptions) run(ctx context.Context, out, errOut io.Writer, file strin
 	return nil
 }
 
-func pushNATS(ctx context.Context, natsURL, name string, data io.Reader) (string, error) {
-	nc, err := nats.Connect(natsURL, nats.Name("orca wasm push"))
+func pushNATS(ctx context.Context, natsURL string, tlsOpt nats.Option, name string, data io.Reader) (string, error) {
+	nc, err := nats.Connect(natsURL, nats.Name("orca wasm push"), tlsOpt)
 	if err != nil {
 		return "", fmt.Errorf("connect to %s: %w", natsURL, err)
 	}

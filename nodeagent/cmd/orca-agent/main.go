@@ -60,6 +60,7 @@ type options struct {
 	// joining and NATS credentials: see join.go
 	join       joinOptions
 	natsCreds  string
+	natsCAFile string
 	natsURLSet bool // --nats-url given: it wins over the servers of the credentials
 }
 
@@ -121,6 +122,7 @@ func main() {
 	f.StringVar(&o.join.token, "token", "", "bootstrap token (`orca token create`) to join with: the agent gets its node certificate and NATS credentials, kept under --data-dir for later starts")
 	f.StringVar(&o.join.caHash, "discovery-token-ca-cert-hash", "", "sha256:<hex> of the cluster CA's public key (kubeadm's): the join trusts only a server whose certificate that CA signed")
 	f.DurationVar(&o.join.timeout, "join-timeout", 2*time.Minute, "how long joining may take")
+	f.StringVar(&o.natsCAFile, "nats-ca-file", "", "CA bundle (PEM) the NATS server's TLS certificate is verified with: orca-server's <data-dir>/tls/ca.crt (default: the one a join wrote, else the system's)")
 	f.StringVar(&o.natsCreds, "nats-creds", "", "NATS .creds file of this node's user (default: the one a join wrote under --data-dir/nats, if any)")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -173,6 +175,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	o.natsURL = natsURL
+	if o.natsCAFile != "" {
+		if _, err := os.Stat(o.natsCAFile); err != nil {
+			return fmt.Errorf("--nats-ca-file: %w", err)
+		}
+		natsOpts = append(natsOpts, nats.RootCAs(o.natsCAFile))
+	}
 	nc, err := nats.Connect(o.natsURL, append(natsOpts, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed the connection ourselves
