@@ -110,6 +110,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	addSecurityFlags(f, &o)
 	cmd.AddCommand(newNATSConfigCommand())
 	o.admission.addFlags(f)
+	cmd.AddCommand(newIssueCertificateCommand())
 	return cmd
 }
 
