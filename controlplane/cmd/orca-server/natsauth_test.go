@@ -26,7 +26,8 @@ import (
 func TestServerNATSAccounts(t *testing.T) {
 	dir := t.TempDir()
 	api, client, natsURL, _ := server(t, "--data-dir", dir, "--nats-accounts")
-	if nc, err := nats.Connect(natsURL); err == nil {
+	caFile := filepath.Join(dir, "tls", "ca.crt") // the embedded NATS serves TLS
+	if nc, err := nats.Connect(natsURL, nats.RootCAs(caFile)); err == nil {
 		nc.Close()
 		t.Fatal("a NATS client without credentials was accepted")
 	}
@@ -52,7 +53,12 @@ func TestServerNATSAccounts(t *testing.T) {
 	if err := writeTestFile(credsFile, creds); err != nil {
 		t.Fatal(err)
 	}
-	vc, err := nats.Connect(natsURL, nats.UserCredentials(credsFile))
+	// The credentials carry the CA the NATS server is verified with.
+	bundle := filepath.Join(dir, "nats-ca.crt")
+	if len(out.Status.CABundle) == 0 || writeTestFile(bundle, out.Status.CABundle) != nil {
+		t.Fatal("no caBundle in the NATS credentials")
+	}
+	vc, err := nats.Connect(natsURL, nats.UserCredentials(credsFile), nats.RootCAs(bundle))
 	if err != nil {
 		t.Fatal(err)
 	}
