@@ -127,8 +127,10 @@ func Node(node string, ttl time.Duration) User {
 // `nats kv ls|get|watch` or `nats stream ls`, named name, with ttl as its
 // expiry. It reads every KV bucket and object store except
 // ViewerHiddenBuckets (Secrets: not their values, not their key names),
-// writes nothing, deletes no consumer (it cannot list them either, so it
-// cannot find the control plane's), and subscribes only under "_INBOX.".
+// writes nothing, and subscribes only under "_INBOX.". It may delete a
+// consumer it knows the name of (the nats CLI deletes its own when done)
+// but cannot list consumers, so it cannot find the control plane's
+// (random names).
 func Viewer(name string, ttl time.Duration) User {
 	pub := []string{
 		jsAPI + "INFO",
@@ -138,6 +140,7 @@ func Viewer(name string, ttl time.Duration) User {
 		jsAPI + "CONSUMER.CREATE.*",
 		jsAPI + "CONSUMER.CREATE.*.>",
 		jsAPI + "CONSUMER.INFO.*.*",
+		jsAPI + "CONSUMER.DELETE.*.*",
 		jsAPI + "DIRECT.GET.>",
 		jsAPI + "STREAM.MSG.GET.*",
 	}
