@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	k8saudit "k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -85,7 +86,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if err != nil {
 				s.log.Debug("authentication failed", "method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr, "err", err)
 			}
-			return apierrors.NewUnauthorized("Unauthorized")
+			err := apierrors.NewUnauthorized("Unauthorized")
+			s.auditFailedAuthentication(c, err)
+			return err
 		}
 		req.Header.Del("Authorization")
 		c.SetRequest(req.WithContext(request.WithUser(req.Context(), u)))
@@ -93,15 +96,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// audit is the hook of the audit log (audit8 replaces it).
-func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc { return next }
-
 // impersonate is the hook of impersonation headers (authz8 replaces it).
 func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc { return next }
-
-// limitPerUser is the hook of per-user in-flight limits (audit8 replaces
-// it).
-func (s *Server) limitPerUser(next echo.HandlerFunc) echo.HandlerFunc { return next }
 
 // authorize asks Config.Authorizer about the request's user and
 // RequestInfo, as kube-apiserver's WithAuthorization filter: anything but
@@ -115,8 +111,10 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		decision, reason, err := s.cfg.Authorizer.Authorize(req.Context(), attrs)
 		if decision == authorizer.DecisionAllow {
+			k8saudit.AddAuditAnnotations(req.Context(), decisionAnnotationKey, "allow", reasonAnnotationKey, reason)
 			return next(c)
 		}
+		k8saudit.AddAuditAnnotations(req.Context(), decisionAnnotationKey, "forbid", reasonAnnotationKey, reason)
 		if err != nil {
 			s.log.Debug("authorization error", "user", attrs.GetUser().GetName(), "verb", attrs.GetVerb(), "path", attrs.GetPath(), "err", err)
 		}

@@ -41,6 +41,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/orca-edge/orca/controlplane/auth/audit"
+	"github.com/orca-edge/orca/controlplane/auth/inflight"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
@@ -126,6 +128,16 @@ type Config struct {
 	// RuleResolver lists a user's rules (SelfSubjectRulesReview).
 	// Optional.
 	RuleResolver authorizer.RuleResolver
+
+	// Audit writes the audit log (controlplane/auth/audit); nil: none.
+	Audit *audit.Auditor
+	// MaxRequestsInFlightPerUser bounds the requests one user has in
+	// flight at once (orca's --max-requests-inflight-per-user), watches
+	// and logs excepted; MaxLongRunningRequestsPerUser bounds that user's
+	// watches, log reads and streams. One more gets 429 with Retry-After
+	// (limitPerUser). Defaults 50 and 200.
+	MaxRequestsInFlightPerUser    int
+	MaxLongRunningRequestsPerUser int
 	// PodSecurity is the Pod Security admission's configuration
 	// (defaults and exemptions; controlplane/auth/podsecurity). Default:
 	// podsecurity.DefaultConfiguration() (privileged unless a namespace's
@@ -156,6 +168,10 @@ type Server struct {
 	readOnly, mutating chan struct{} // in-flight request slots (limitRequests)
 	modulePushes       chan struct{} // module pushes in progress (maxModulePushes)
 	imagePushes        chan struct{} // image pushes in progress (maxImagePushes)
+
+	// perUser and perUserLongRunning count each user's requests
+	// (limitPerUser).
+	perUser, perUserLongRunning *inflight.PerUser
 
 	healthMu  sync.Mutex // guards downSince
 	downSince time.Time  // when the NATS connection was seen down; zero while up
@@ -217,12 +233,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
+	perUser, perUserLongRunning := newPerUserLimits(&cfg)
 	pb, err := newProtobufDecoder(cfg.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: protobuf scheme: %w", err)
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, nc: cfg.NATS, log: cfg.Logger, alloc: alloc, pb: pb, reg: cfg.Registry, fields: newFieldManagers(cfg.Registry), reqInfo: newRequestInfoFactory(),
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
+		perUser: perUser, perUserLongRunning: perUserLongRunning,
 		modulePushes: make(chan struct{}, maxModulePushes),
 		imagePushes:  make(chan struct{}, maxImagePushes)}
 	if err := s.installPodSecurity(); err != nil {
@@ -401,6 +419,7 @@ func (s *Server) routes() *echo.Echo {
 func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		c.SetRequest(c.Request().WithContext(request.WithReceivedTimestamp(c.Request().Context(), start))) // the audit log's requestReceivedTimestamp
 		err := next(c)
 		if err != nil {
 			c.Error(err)

@@ -60,6 +60,7 @@ type options struct {
 	admission      admissionOptions
 	natsTLS        bool
 	natsCAFile     string
+	audit          auditOptions
 }
 
 func main() {
@@ -111,6 +112,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	cmd.AddCommand(newNATSConfigCommand())
 	o.admission.addFlags(f)
 	cmd.AddCommand(newIssueCertificateCommand())
+	o.audit.addFlags(f)
 	return cmd
 }
 
@@ -225,12 +227,18 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
+		auditor, err := o.audit.auditor(o.dataDir)
+		if err != nil {
+			return err
+		}
+		defer auditor.Close()
 		api, err := apiserver.New(apiserver.Config{Store: st, Registry: reg, NATS: nc, Addr: o.apiAddr, ServiceCIDR: o.serviceCIDR, Modules: modules, Images: images,
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections,
 			NATSCredentials: withNATSCA(natsIssuer(o, natsAuth, "nats"), o, sec),
 			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver,
-			PodSecurity: podSecurity})
+			PodSecurity: podSecurity,
+			Audit:       auditor, MaxRequestsInFlightPerUser: o.audit.maxInflightPerUser, MaxLongRunningRequestsPerUser: o.audit.maxLongRunningPerUser})
 		if err != nil {
 			return err
 		}
