@@ -67,7 +67,7 @@ func (e *env) relayServerWith(authn authenticator.Request, authz authorizer.Auth
 // it is marked deleted: every write goes through the apiserver.
 func TestAgentOverRelay(t *testing.T) {
 	e := newEnv(t)
-	e.nodeRelayServer()
+	e.relayServer() // orca-server's chain: the Node authorizer first
 	rt := testruntime.New("runc")
 	e.agent("edge.1", func(c *Config) { c.API = NewRelayAPI(e.nc, "edge.1"); c.VolumeSyncPeriod = 100 * time.Millisecond }, rt)
 	ctx := context.Background()

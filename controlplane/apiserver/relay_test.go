@@ -3,9 +3,11 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // relayStatus decodes a relay reply's Status.
@@ -36,18 +39,31 @@ func TestRelay(t *testing.T) {
 		Data: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	r := nodeapi.NewRelay(e.nc, "edge.1")
-
-	resp, err := r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/cfg", "", nil)
-	if err != nil {
+	// The Node authorizer lets edge.1 read what its pod references.
+	cmVol := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	}
+	if _, err := e.st.Create(ctx, store.Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u2"},
+		Spec: corev1.PodSpec{NodeName: "edge.1", Volumes: []corev1.Volume{cmVol("cfg"), cmVol("missing")}, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}); err != nil {
 		t.Fatal(err)
 	}
+	r := nodeapi.NewRelay(e.nc, "edge.1")
+
+	var resp *nodeapi.RelayResponse
+	storetest.Eventually(t, 5*time.Second, func() error {
+		var err error
+		resp, err = r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/cfg", "", nil)
+		if err == nil && resp.StatusCode != 200 {
+			err = fmt.Errorf("GET configmap: %d %s", resp.StatusCode, resp.Body)
+		}
+		return err
+	})
 	var cm corev1.ConfigMap
-	if resp.StatusCode != 200 || json.Unmarshal(resp.Body, &cm) != nil || cm.Data["k"] != "v" {
+	if json.Unmarshal(resp.Body, &cm) != nil || cm.Data["k"] != "v" {
 		t.Fatalf("GET configmap: %d %s", resp.StatusCode, resp.Body)
 	}
 
-	resp, err = r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/missing", "", nil)
+	resp, err := r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/missing", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

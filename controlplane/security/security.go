@@ -34,6 +34,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/orca-edge/orca/controlplane/auth/authz"
+	"github.com/orca-edge/orca/controlplane/auth/node"
 	"github.com/orca-edge/orca/controlplane/pki"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -205,15 +207,20 @@ type Chain struct {
 
 // Chain returns the apiserver's chain over st: TLS (ServerTLS), the union
 // of m.Authenticators with system:authenticated added to every user, and
-// the authorizer (AllowAuthenticated until RBAC lands). ctx bounds what
-// the authorizer watches.
+// the authorizer: the Node authorizer (controlplane/auth/node: a node
+// gets only what its pods need), then AllowAuthenticated for every other
+// user until RBAC lands. ctx bounds what the authorizers watch.
 func (m *Material) Chain(ctx context.Context, st *store.Store) (*Chain, error) {
-	_ = ctx
-	_ = st
+	na := node.New(st)
+	go na.Run(ctx)
+	az, err := authz.New(authz.Named{AuthorizerName: "Node", Authorizer: na}, authz.Named{AuthorizerName: "AllowAuthenticated", Authorizer: AllowAuthenticated()})
+	if err != nil {
+		return nil, err
+	}
 	return &Chain{
 		TLS:           m.ServerTLS(),
 		Authenticator: group.NewAuthenticatedGroupAdder(union.New(m.Authenticators...)),
-		Authorizer:    AllowAuthenticated(),
+		Authorizer:    az,
 	}, nil
 }
 
@@ -244,11 +251,15 @@ func (m *Material) ClientTLS(kp *pki.KeyPair) (*tls.Config, error) {
 // system:authenticated, and health and version checks
 // (/healthz, /livez, /readyz and below, /version) of anyone, as the
 // system:public-info-viewer role of Kubernetes does. Everything else is
-// denied with no opinion. NOT an access control: any valid credential is
-// an admin.
+// denied with no opinion, as is every request of a node
+// (system:node:<name> in system:nodes). NOT an access control: any
+// other valid credential is an admin.
 func AllowAuthenticated() authorizer.Authorizer { return authorizer.AuthorizerFunc(allowAuthenticated) }
 
 func allowAuthenticated(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if _, isNode := node.Identity(a.GetUser()); isNode {
+		return authorizer.DecisionNoOpinion, "", nil // nodes: the Node authorizer's rules only
+	}
 	if u := a.GetUser(); u != nil {
 		for _, g := range u.GetGroups() {
 			if g == user.AllAuthenticated {
