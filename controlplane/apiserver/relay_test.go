@@ -113,3 +113,27 @@ func TestRelayNodeUser(t *testing.T) {
 		t.Errorf("node a.b's subject %s is a subject under node a's", nodeapi.RelaySubject("a.b"))
 	}
 }
+
+// The per-node bound counts each node apart and frees a slot on release.
+func TestRelayLimiter(t *testing.T) {
+	l := &relayLimiter{max: 2, n: map[string]int{}}
+	if !l.acquire("a") || !l.acquire("a") {
+		t.Fatal("a's first two requests refused")
+	}
+	if l.acquire("a") {
+		t.Fatal("a's third request at once admitted; the bound is 2")
+	}
+	if !l.acquire("b") {
+		t.Fatal("b refused while a is at its bound")
+	}
+	l.release("a")
+	if !l.acquire("a") {
+		t.Fatal("a refused after a release")
+	}
+	l.release("a")
+	l.release("a")
+	l.release("b")
+	if len(l.n) != 0 {
+		t.Fatalf("counts left after every release: %v", l.n)
+	}
+}
