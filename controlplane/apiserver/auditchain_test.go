@@ -15,6 +15,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
+	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
@@ -243,4 +244,33 @@ func TestPerUserInFlight(t *testing.T) {
 	if code, _ := get(t, jane, path, ""); code != 200 {
 		t.Errorf("jane's list while she watches: %d", code)
 	}
+}
+
+// A relayed request is audited as its node's user, like an HTTPS one.
+func TestRelayAudited(t *testing.T) {
+	var out auditBuffer
+	a, err := audit.New(audit.Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withConfig(func(c *Config) { c.Audit = a }))
+	r := nodeapi.NewRelay(e.nc, "edge.1")
+	resp, err := r.Do(t.Context(), http.MethodGet, "/api/v1/nodes/edge.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 404 {
+		t.Fatalf("GET own node: %d %s", resp.StatusCode, resp.Body)
+	}
+	storetest.Eventually(t, 10*time.Second, func() error {
+		for _, ev := range out.events(t) {
+			if ev.User.Username == "system:node:edge.1" && ev.Verb == "get" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "nodes" && ev.ObjectRef.Name == "edge.1" {
+				if ev.ResponseStatus.Code != 404 || !contains(ev.User.Groups, "system:nodes") {
+					t.Fatalf("relay event %+v", ev)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no audit event of the relayed request")
+	})
 }
