@@ -8,6 +8,7 @@ require (
 	github.com/containernetworking/cni v1.2.3
 	github.com/creack/pty v1.1.24
 	github.com/distribution/reference v0.6.0
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/go-logr/logr v1.4.3
 	github.com/google/gnostic-models v0.7.0
 	github.com/google/uuid v1.6.0
