@@ -120,4 +120,3 @@ var errInvalid = errors.New("invalid service account token")
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }
-
