@@ -41,7 +41,7 @@ type fixture struct {
 	pod    *corev1.Pod
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	st := storetest.NewStore(t)
 	key, err := LoadOrCreateSigningKey(filepath.Join(t.TempDir(), "tls", "service-account.key"))
@@ -65,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // create stores obj with a fresh UID, as the apiserver would.
-func create[T store.Object](t *testing.T, st *store.Store, r store.Resource, obj T) T {
+func create[T store.Object](t testing.TB, st *store.Store, r store.Resource, obj T) T {
 	t.Helper()
 	obj.SetUID(types.UID(uuid.NewString()))
 	out, err := st.Create(context.Background(), r, obj)
