@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/clusterroleaggregation"
+	"github.com/orca-edge/orca/controlplane/controllers/csr"
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/controllers/disruption"
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
@@ -28,6 +29,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/registry/certificates"
 	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/registry/policy"
 	"github.com/orca-edge/orca/controlplane/registry/rbac"
@@ -54,6 +56,13 @@ type Config struct {
 	// EventTTL is how long an Event lives after it was last seen.
 	// Default 1 h (kube-apiserver's --event-ttl).
 	EventTTL time.Duration
+	// ClusterSigningCA signs approved CertificateSigningRequests of the
+	// kubernetes.io signers (csr.Signer). Nil: none are signed (node
+	// client CSRs are still approved).
+	ClusterSigningCA *csr.CA
+	// ClusterSigningDuration caps the life of signed certificates
+	// (kube-controller-manager's --cluster-signing-duration). Default 1 year.
+	ClusterSigningDuration time.Duration
 }
 
 // Manager runs the controllers over shared informers.
@@ -99,8 +108,9 @@ func New(cfg Config) (*Manager, error) {
 		pdbs        = inf(policy.PodDisruptionBudgets)
 		sas         = inf(core.ServiceAccounts)
 		crs         = inf(rbac.ClusterRoles)
+		csrs        = inf(certificates.CertificateSigningRequests)
 	)
-	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs}}
+	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -118,6 +128,10 @@ func New(cfg Config) (*Manager, error) {
 		{disruption.Name, wrap(disruption.New(s, reg, policy.PodDisruptionBudgets, pdbs, pods, rss, deployments).Run)},
 		{serviceaccount.Name, wrap(serviceaccount.New(s, reg, namespaces, sas).Run)},
 		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
+		{csr.ApproverName, wrap(csr.NewApprover(s, reg, csrs).Run)},
+	}
+	if cfg.ClusterSigningCA != nil {
+		m.controllers = append(m.controllers, namedRunner{csr.SignerName, wrap(csr.NewSigner(s, reg, csrs, *cfg.ClusterSigningCA, cfg.ClusterSigningDuration).Run)})
 	}
 	return m, nil
 }

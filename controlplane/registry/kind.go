@@ -45,6 +45,12 @@ type Kind struct {
 	// with Update are served generically (PUT); the others are served by
 	// a handler of the apiserver (connect-style: log, exec, binding).
 	Subresources []Subresource
+	// Virtual means objects of the kind are never stored: the kind has
+	// only the create verb (Verbs), served by an apiserver handler that
+	// answers from what it knows (TokenReview, SelfSubjectReview, the
+	// access reviews), as Kubernetes' create-only REST storages.
+	// Controllers skip virtual kinds (no bucket, no informer).
+	Virtual bool
 	// Generation means metadata.generation is bumped by every write that
 	// changes anything but metadata and status (Deployment, ReplicaSet:
 	// the kinds whose controllers report status.observedGeneration).

@@ -147,7 +147,7 @@ func (c *Controller) followRegistry(ctx context.Context) {
 		want := map[string]bool{}
 		for _, k := range c.reg.All() {
 			key := resourceKey(k.Resource)
-			if c.shared[key] || k.Projection {
+			if c.shared[key] || k.Projection || k.Virtual {
 				continue
 			}
 			want[key] = true

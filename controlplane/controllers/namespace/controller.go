@@ -104,7 +104,7 @@ func (c *Controller) deleteContent(ctx context.Context, namespace string) (int, 
 	left := 0
 	var errs []error
 	for _, k := range c.reg.All() {
-		if !k.Namespaced {
+		if !k.Namespaced || k.Virtual {
 			continue
 		}
 		r := k.Resource

@@ -19,13 +19,16 @@ var ServiceAccounts = store.Resource{Version: "v1", Kind: "ServiceAccount", List
 // ServiceAccount is the serviceaccounts kind, as Kubernetes'
 // pkg/registry/core/serviceaccount: names are DNS-1123 subdomains, each
 // secrets entry keeps only its name, and kubectl's columns (NAME,
-// SECRETS, AGE). Every namespace has a "default" one (the
+// SECRETS, AGE), and the token subresource (TokenRequest, served by
+// the apiserver). Every namespace has a "default" one (the
 // serviceaccount controller); pods without spec.serviceAccountName run
-// as it (the apiserver's ServiceAccount admission). Tokens are not
-// minted or mounted: that is the security issue's work.
+// as it (the apiserver's ServiceAccount admission).
 func ServiceAccount() registry.Kind {
 	return registry.Kind{
-		Resource:         ServiceAccounts,
+		Resource: ServiceAccounts,
+		Subresources: []registry.Subresource{
+			{Name: "token", Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest", Verbs: metav1.Verbs{"create"}},
+		},
 		PrepareForCreate: cleanSecretReferences,
 		PrepareForUpdate: func(obj, _ store.Object) { cleanSecretReferences(obj) },
 		Columns:          serviceAccountColumns,
