@@ -136,6 +136,7 @@ type Agent struct {
 	podnet   *podnet.Network // nil: no pod network; set by Run before the pod workers start
 	logs     *liveLogs
 	recorder *events.Recorder
+	tokens   *tokenManager // projected ServiceAccount tokens
 
 	readyOnce sync.Once
 	ready     chan struct{}

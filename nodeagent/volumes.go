@@ -82,7 +82,8 @@ func (a *Agent) podVolumeDir(uid types.UID) string {
 // setupVolumes prepares every volume of the pod once (later calls return
 // at once): emptyDir directories (a tmpfs for medium: Memory when the
 // agent runs as root), configMap, secret, downwardAPI and projected
-// volumes written atomically, hostPath checked against its type. What is
+// volumes (their configMap, secret, downwardAPI and serviceAccountToken
+// sources) written atomically, hostPath checked against its type. What is
 // already on disk from a previous agent (the same pod's) is kept, so an
 // adopted container keeps its data. An error names the volume, records a
 // FailedMount Event, and the container waits (CreateContainerConfigError)
@@ -394,6 +395,7 @@ func (w *podWorker) syncVolumes(ctx context.Context) {
 // hostPath volumes live elsewhere and are left alone.
 func (w *podWorker) removeVolumes() {
 	w.vols = nil
+	w.a.tokens.forgetPod(w.uid)
 	if w.uid == "" {
 		return
 	}
@@ -505,6 +507,8 @@ func (w *podWorker) apiDataPayload(ctx context.Context, vol *volume) (map[string
 				err = w.secretFiles(ctx, out, s.Secret.Name, s.Secret.Items, s.Secret.Optional, dm)
 			case s.DownwardAPI != nil:
 				err = w.downwardFiles(out, s.DownwardAPI.Items, dm)
+			case s.ServiceAccountToken != nil:
+				err = w.serviceAccountTokenFile(ctx, out, s.ServiceAccountToken, dm)
 			default:
 				w.warnOnce(vol, "projected volume %q: source %s is not supported by orca and is left out", vol.name, projectionType(&s))
 			}
@@ -514,6 +518,25 @@ func (w *podWorker) apiDataPayload(ctx context.Context, vol *volume) (map[string
 		}
 	}
 	return out, nil
+}
+
+// serviceAccountTokenFile adds the token of a serviceAccountToken
+// projection to out: a token of the pod's ServiceAccount bound to the pod
+// (so it stops working when the pod is deleted), with the projection's
+// audience and expirationSeconds, requested through the agent's API and
+// renewed at 80% of its life as the kubelet's (tokenManager; the volume
+// refresh writes the new one).
+func (w *podWorker) serviceAccountTokenFile(ctx context.Context, out map[string]fileProjection, src *corev1.ServiceAccountTokenProjection, dm os.FileMode) error {
+	sa := w.pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tok, err := w.a.tokens.token(ctx, w.ns, sa, projectedTokenRequest(w.pod, src))
+	if err != nil {
+		return err
+	}
+	out[src.Path] = fileProjection{Data: []byte(tok), Mode: dm}
+	return nil
 }
 
 // warnOnce records a Warning Event (and a log line) once per worker.
