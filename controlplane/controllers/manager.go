@@ -26,6 +26,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/controllers/podgc"
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
+	"github.com/orca-edge/orca/controlplane/controllers/rootcacertpublisher"
 	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
@@ -60,6 +61,10 @@ type Config struct {
 	// kubernetes.io signers (csr.Signer). Nil: none are signed (node
 	// client CSRs are still approved).
 	ClusterSigningCA *csr.CA
+	// RootCA is the cluster CA bundle (PEM) published in every namespace
+	// as ConfigMap kube-root-ca.crt (rootcacertpublisher), which every
+	// pod's kube-api-access volume projects. Nil: not published.
+	RootCA []byte
 	// ClusterSigningDuration caps the life of signed certificates
 	// (kube-controller-manager's --cluster-signing-duration). Default 1 year.
 	ClusterSigningDuration time.Duration
@@ -129,6 +134,11 @@ func New(cfg Config) (*Manager, error) {
 		{serviceaccount.Name, wrap(serviceaccount.New(s, reg, namespaces, sas).Run)},
 		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
 		{csr.ApproverName, wrap(csr.NewApprover(s, reg, csrs).Run)},
+	}
+	if cfg.RootCA != nil {
+		cms := inf(store.ConfigMaps)
+		m.informers = append(m.informers, cms)
+		m.controllers = append(m.controllers, namedRunner{rootcacertpublisher.Name, wrap(rootcacertpublisher.New(s, reg, namespaces, cms, cfg.RootCA).Run)})
 	}
 	if cfg.ClusterSigningCA != nil {
 		m.controllers = append(m.controllers, namedRunner{csr.SignerName, wrap(csr.NewSigner(s, reg, csrs, *cfg.ClusterSigningCA, cfg.ClusterSigningDuration).Run)})
