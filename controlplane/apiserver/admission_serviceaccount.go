@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
+	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -38,10 +42,16 @@ const (
 //     defaultServiceAccountLookups times first);
 //   - a pod without imagePullSecrets gets the ServiceAccount's;
 //   - a ServiceAccount annotated kubernetes.io/enforce-mountable-secrets
-//     "true" refuses (403) a pod referencing a secret it does not list.
-//
-// Mounting the ServiceAccount's token into the pod is not done here: token
-// projection is the security issue's work.
+//     "true" refuses (403) a pod referencing a secret it does not list;
+//   - when the apiserver issues tokens (Config.ServiceAccountTokens) and
+//     neither the pod's nor (when the pod's is unset) the
+//     ServiceAccount's automountServiceAccountToken is false, the pod
+//     gets the projected volume kube-api-access-<5 random> (token: a
+//     pod-bound token of 3607 s, ca.crt from ConfigMap kube-root-ca.crt,
+//     namespace) mounted read-only at
+//     /var/run/secrets/kubernetes.io/serviceaccount in every container
+//     and init container that mounts nothing there already
+//     (mountServiceAccountToken).
 func (s *Server) admitServiceAccount(ctx context.Context, pod *corev1.Pod) error {
 	if _, mirror := pod.Annotations[mirrorPodAnnotation]; mirror {
 		if pod.Spec.ServiceAccountName != "" {
@@ -73,7 +83,76 @@ func (s *Server) admitServiceAccount(ctx context.Context, pod *corev1.Pod) error
 			}
 		}
 	}
+	if s.cfg.ServiceAccountTokens != nil && automount(sa, pod) {
+		mountServiceAccountToken(pod)
+	}
 	return nil
+}
+
+// The kube-api-access volume, as Kubernetes' ServiceAccount admission.
+const (
+	serviceAccountVolumePrefix = "kube-api-access-"
+	// DefaultAPITokenMountPath is where every container finds token,
+	// ca.crt and namespace.
+	DefaultAPITokenMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+	rootCAConfigMap          = "kube-root-ca.crt"
+)
+
+// automount reports whether pod gets its ServiceAccount's token: the
+// pod's automountServiceAccountToken when set, else the ServiceAccount's,
+// else true.
+func automount(sa *corev1.ServiceAccount, pod *corev1.Pod) bool {
+	if pod.Spec.AutomountServiceAccountToken != nil {
+		return *pod.Spec.AutomountServiceAccountToken
+	}
+	if sa.AutomountServiceAccountToken != nil {
+		return *sa.AutomountServiceAccountToken
+	}
+	return true
+}
+
+// mountServiceAccountToken adds the kube-api-access volume (unless the pod
+// has one) and mounts it in every container without a mount at
+// DefaultAPITokenMountPath, as the admission plugin's.
+func mountServiceAccountToken(pod *corev1.Pod) {
+	name := ""
+	for _, v := range pod.Spec.Volumes {
+		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) {
+			name = v.Name
+			break
+		}
+	}
+	hasVolume := name != ""
+	if !hasVolume {
+		name = registry.GenerateName(serviceAccountVolumePrefix)
+	}
+	mount := corev1.VolumeMount{Name: name, ReadOnly: true, MountPath: DefaultAPITokenMountPath}
+	needed := false
+	add := func(cs []corev1.Container) {
+		for i := range cs {
+			if !slices.ContainsFunc(cs[i].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == DefaultAPITokenMountPath }) {
+				cs[i].VolumeMounts = append(cs[i].VolumeMounts, mount)
+				needed = true
+			}
+		}
+	}
+	add(pod.Spec.InitContainers)
+	add(pod.Spec.Containers)
+	if hasVolume || !needed {
+		return
+	}
+	mode := corev1.ProjectedVolumeSourceDefaultMode
+	exp := int64(serviceaccount.DefaultProjectedExpiration / time.Second)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: &mode,
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &exp}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: rootCAConfigMap},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+				{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		},
+	}}})
 }
 
 // lookupServiceAccount reads namespace/name, retrying a missing "default"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	admissionv1 "k8s.io/api/admission/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -205,6 +206,9 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 		if err := s.admitServiceAccount(ctx, pod); err != nil {
 			return nil, err
 		}
+	}
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		admitCertificateSigningRequest(ctx, csr)
 	}
 	generate := obj.GetName() == "" && obj.GetGenerateName() != ""
 	for attempt := 0; ; attempt++ {

@@ -43,6 +43,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
 	"github.com/orca-edge/orca/controlplane/auth/inflight"
+	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
@@ -143,6 +144,9 @@ type Config struct {
 	// podsecurity.DefaultConfiguration() (privileged unless a namespace's
 	// labels say otherwise).
 	PodSecurity *PodSecurityConfiguration
+	// ServiceAccountTokens issues the tokens of serviceaccounts/token
+	// (TokenRequest). Nil: that subresource answers 503.
+	ServiceAccountTokens *serviceaccount.Issuer
 }
 
 // Server is the REST apiserver. Create it with New.
@@ -533,6 +537,9 @@ func (s *Server) dispatch(c echo.Context) error {
 	}
 	if err := checkPathNames(ri); err != nil {
 		return err
+	}
+	if ri.kind.Virtual {
+		return s.virtualCreate(c, ri)
 	}
 	if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
 		if err := s.withWriter(c, ri); err != nil {

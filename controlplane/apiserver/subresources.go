@@ -67,12 +67,13 @@ var methodVerbs = map[string]string{http.MethodGet: "get", http.MethodPost: "cre
 // subresource is (its verbs, its discovery entry) is the kind's, in the
 // registry; these serve it. This table is static.
 var connectors = map[string]func(*Server, echo.Context, reqInfo) error{
-	"/Pod/binding":     (*Server).bind,
-	"/Pod/eviction":    (*Server).evict,
-	"/Pod/log":         (*Server).podLog,
-	"/Pod/exec":        (*Server).podRemoteCommand,
-	"/Pod/attach":      (*Server).podRemoteCommand,
-	"/Pod/portforward": (*Server).podPortForward,
+	"/Pod/binding":          (*Server).bind,
+	"/Pod/eviction":         (*Server).evict,
+	"/Pod/log":              (*Server).podLog,
+	"/Pod/exec":             (*Server).podRemoteCommand,
+	"/Pod/attach":           (*Server).podRemoteCommand,
+	"/Pod/portforward":      (*Server).podPortForward,
+	"/ServiceAccount/token": (*Server).serviceAccountToken,
 }
 
 // connectorKey is "<group>/<Kind>/<subresource>" ("/Pod/log").
