@@ -221,6 +221,7 @@ func New(cfg Config) (*Agent, error) {
 	a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
 	a.logs = newLiveLogs()
 	a.recorder = events.NewWithSink(eventSink{cfg.API}, "kubelet", cfg.NodeName)
+	a.tokens = newTokenManager(cfg.API.CreateToken)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
 		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, Logger: a.log})

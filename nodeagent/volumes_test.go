@@ -287,7 +287,7 @@ func TestDownwardAPIVolume(t *testing.T) {
 		{Name: "all", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: items[1:2]}},
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "bundle"}},
 		}}}},
 	}
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "info", MountPath: "/etc/podinfo"}, {Name: "all", MountPath: "/etc/all"}}
@@ -302,7 +302,7 @@ func TestDownwardAPIVolume(t *testing.T) {
 	}
 	storetest.Eventually(t, 5*time.Second, func() error {
 		if r, _ := podEvents(e, "dw"); r["UnsupportedVolumeSource"] == 0 {
-			return fmt.Errorf("no event about the serviceAccountToken source: %v", r)
+			return fmt.Errorf("no event about the clusterTrustBundle source: %v", r)
 		}
 		return nil
 	})

@@ -30,6 +30,7 @@ var signatureAlgorithms = []jose.SignatureAlgorithm{jose.ES256, jose.ES384, jose
 
 // Signer signs ServiceAccount tokens with one key for one issuer.
 type Signer struct {
+	public crypto.PublicKey
 	issuer string
 	signer jose.Signer
 	now    func() time.Time
@@ -55,8 +56,11 @@ func NewSigner(iss string, key crypto.Signer) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service account token signer: %w", err)
 	}
-	return &Signer{issuer: iss, signer: s, now: time.Now}, nil
+	return &Signer{public: key.Public(), issuer: iss, signer: s, now: time.Now}, nil
 }
+
+// PublicKey returns the public half of the signing key.
+func (s *Signer) PublicKey() crypto.PublicKey { return s.public }
 
 // Issuer returns the signer's issuer.
 func (s *Signer) Issuer() string { return s.issuer }
