@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -19,6 +20,7 @@ import (
 // stored (registry.Kind.Virtual), keyed by "<group>/<Kind>". Any other
 // method or path of such a kind is a 405.
 var virtualCreates = map[string]func(*Server, echo.Context, reqInfo) error{
+	"authentication.k8s.io/TokenReview":       (*Server).tokenReview,
 	"authentication.k8s.io/SelfSubjectReview": (*Server).selfSubjectReview,
 }
 
@@ -50,6 +52,42 @@ func (s *Server) decodeVirtual(c echo.Context, ri reqInfo, obj any) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("decode %s: %v", ri.kind.Kind, err))
 	}
 	return nil
+}
+
+// tokenReview answers POST tokenreviews as Kubernetes' TokenReview REST:
+// spec.token (required: 400 without) goes through the apiserver's own
+// Authenticator as a bearer token, with spec.audiences (default: the
+// apiserver's), and the answer (201) says whether it authenticated, as
+// whom, for which audiences, or why not (status.error).
+func (s *Server) tokenReview(c echo.Context, ri reqInfo) error {
+	var tr authenticationv1.TokenReview
+	if err := s.decodeVirtual(c, ri, &tr); err != nil {
+		return err
+	}
+	if tr.Spec.Token == "" {
+		return apierrors.NewBadRequest("token is required for TokenReview in authentication")
+	}
+	ctx := c.Request().Context()
+	if len(tr.Spec.Audiences) > 0 {
+		ctx = authenticator.WithAudiences(ctx, tr.Spec.Audiences)
+	}
+	fake, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	fake.Header.Set("Authorization", "Bearer "+tr.Spec.Token)
+	resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(fake)
+	tr.Spec.Token = "" // never echoed
+	tr.TypeMeta = metav1.TypeMeta{APIVersion: ri.kind.APIVersion(), Kind: ri.kind.Kind}
+	tr.CreationTimestamp = metav1.Now()
+	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: ok && err == nil}
+	if tr.Status.Authenticated {
+		tr.Status.User = userInfo(resp.User)
+		tr.Status.Audiences = resp.Audiences
+	} else if err != nil {
+		tr.Status.Error = err.Error()
+	}
+	return writeJSON(c, http.StatusCreated, &tr)
 }
 
 // selfSubjectReview answers POST selfsubjectreviews (kubectl auth whoami)

@@ -2,64 +2,63 @@ package apiserver
 
 import (
 	"context"
-	"crypto"
+	"encoding/json"
+	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
-	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/auth/bootstrap"
 )
 
-const testIssuer = "https://kubernetes.default.svc"
-
-// withServiceAccountTokens gives the apiserver a token signer over its
-// store; *pub receives the key that verifies its tokens.
-func withServiceAccountTokens(t *testing.T, pub *crypto.PublicKey) envOption {
-	return func(c *Config, _ *store.Config) {
-		key, err := serviceaccount.LoadOrCreateSigningKey(filepath.Join(t.TempDir(), "sa.key"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		signer, err := serviceaccount.NewSigner(testIssuer, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*pub = key.Public()
-		// c.Store is set by newEnv before the server starts.
-		c.ServiceAccountTokens = &serviceaccount.Issuer{Signer: signer, Getter: configStoreGetter{c}}
+// bearer sends a request with a bearer token and no client certificate.
+func (e *env) bearer(token, method, path string, body any) (int, []byte) {
+	e.t.Helper()
+	var r io.Reader
+	if body != nil {
+		j, _ := json.Marshal(body)
+		r = strings.NewReader(string(j))
 	}
+	req, err := http.NewRequest(method, e.url+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.sec.HTTPClient(nil).Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
 }
 
-// configStoreGetter reads bound objects from the store of a Config set
-// after the option ran.
-type configStoreGetter struct{ c *Config }
-
-func (g configStoreGetter) get() serviceaccount.Getter { return serviceaccount.StoreGetter(g.c.Store) }
-func (g configStoreGetter) GetServiceAccount(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error) {
-	return g.get().GetServiceAccount(ctx, ns, name)
-}
-func (g configStoreGetter) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
-	return g.get().GetPod(ctx, ns, name)
-}
-func (g configStoreGetter) GetSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
-	return g.get().GetSecret(ctx, ns, name)
-}
-func (g configStoreGetter) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
-	return g.get().GetNode(ctx, name)
+// whoami is SelfSubjectReview's user for token (code 201), or the code.
+func (e *env) whoami(token string) (authenticationv1.UserInfo, int) {
+	e.t.Helper()
+	code, out := e.bearer(token, http.MethodPost, "/apis/authentication.k8s.io/v1/selfsubjectreviews", map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+	var r authenticationv1.SelfSubjectReview
+	if code == http.StatusCreated {
+		if err := json.Unmarshal(out, &r); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return r.Status.UserInfo, code
 }
 
 // A pod gets the kube-api-access volume in every container (not when it
-// or its ServiceAccount opts out), and serviceaccounts/token issues a
-// token bound to it that verifies while the pod exists.
-func TestTokenRequestAndKubeAPIAccessVolume(t *testing.T) {
-	var pub crypto.PublicKey
-	e := newEnv(t, withServiceAccountTokens(t, &pub))
-	ctx := context.Background()
+// opts out); serviceaccounts/token issues a token bound to it that
+// authenticates over HTTPS as the ServiceAccount (SelfSubjectReview,
+// TokenReview) until the pod is deleted.
+func TestServiceAccountTokensThroughTheChain(t *testing.T) {
+	e := newEnv(t)
 	no := false
 	mk := func(name string, automount *bool) *corev1.Pod {
 		var pod corev1.Pod
@@ -100,20 +99,29 @@ func TestTokenRequestAndKubeAPIAccessVolume(t *testing.T) {
 		"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
 		"spec": map[string]any{"boundObjectRef": map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": pod.UID}},
 	}, &tr)
-	if tr.Kind != "TokenRequest" || tr.Status.Token == "" || *tr.Spec.ExpirationSeconds != 3600 || tr.Spec.Audiences[0] != testIssuer {
+	if tr.Kind != "TokenRequest" || tr.Status.Token == "" || *tr.Spec.ExpirationSeconds != 3600 || len(tr.Spec.Audiences) != 1 {
 		t.Fatalf("token request: %+v", tr)
 	}
-	authn, err := serviceaccount.NewAuthenticator(serviceaccount.AuthenticatorConfig{Issuers: []string{testIssuer}, Keys: []crypto.PublicKey{pub}, Getter: serviceaccount.StoreGetter(e.st)})
-	if err != nil {
-		t.Fatal(err)
+	u, code := e.whoami(tr.Status.Token)
+	if code != http.StatusCreated || u.Username != "system:serviceaccount:default:default" || u.Extra["authentication.kubernetes.io/pod-name"][0] != "web" ||
+		!strings.Contains(strings.Join(u.Groups, ","), "system:serviceaccounts:default") || !strings.Contains(strings.Join(u.Groups, ","), "system:authenticated") {
+		t.Fatalf("whoami: %d %+v", code, u)
 	}
-	resp, ok, err := authn.AuthenticateToken(ctx, tr.Status.Token)
-	if !ok || err != nil || resp.User.GetName() != "system:serviceaccount:default:default" || resp.User.GetExtra()["authentication.kubernetes.io/pod-name"][0] != "web" {
-		t.Fatalf("token: %v %v %+v", ok, err, resp)
+	var review authenticationv1.TokenReview
+	e.must(http.StatusCreated, http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", "application/json",
+		map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": map[string]any{"token": tr.Status.Token}}, &review)
+	if !review.Status.Authenticated || review.Status.User.Username != "system:serviceaccount:default:default" || review.Spec.Token != "" {
+		t.Fatalf("token review: %+v", review)
+	}
+	var other authenticationv1.TokenReview
+	e.must(http.StatusCreated, http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", "application/json",
+		map[string]any{"spec": map[string]any{"token": tr.Status.Token, "audiences": []string{"vault"}}}, &other)
+	if other.Status.Authenticated || !strings.Contains(other.Status.Error, "audiences") {
+		t.Fatalf("token review for another audience: %+v", other.Status)
 	}
 	e.must(http.StatusOK, http.MethodDelete, "/api/v1/namespaces/default/pods/web?gracePeriodSeconds=0", "", nil, nil)
-	if _, ok, err := authn.AuthenticateToken(ctx, tr.Status.Token); ok || err == nil {
-		t.Fatalf("token of a deleted pod: %v %v", ok, err)
+	if _, code := e.whoami(tr.Status.Token); code != http.StatusUnauthorized {
+		t.Fatalf("token of a deleted pod: %d", code)
 	}
 
 	for _, tc := range []struct {
@@ -126,9 +134,57 @@ func TestTokenRequestAndKubeAPIAccessVolume(t *testing.T) {
 		{http.MethodPost, "/api/v1/namespaces/default/serviceaccounts/default/token", map[string]any{"kind": "Pod", "apiVersion": "v1"}, http.StatusBadRequest},
 		{http.MethodGet, "/api/v1/namespaces/default/serviceaccounts/default/token", nil, http.StatusMethodNotAllowed},
 		{http.MethodGet, "/apis/authentication.k8s.io/v1/tokenreviews", nil, http.StatusMethodNotAllowed},
+		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", map[string]any{"spec": map[string]any{}}, http.StatusBadRequest},
 	} {
 		if code, out := e.do(tc.method, tc.path, "application/json", tc.body); code != tc.code {
 			t.Errorf("%s %s: %d, want %d: %s", tc.method, tc.path, code, tc.code, out)
 		}
+	}
+}
+
+// A bootstrap token Secret authenticates as system:bootstrap:<id> in
+// system:bootstrappers until it expires or is deleted; no credentials or
+// a wrong secret are a 401.
+func TestBootstrapTokenThroughTheChain(t *testing.T) {
+	e := newEnv(t)
+	const tok = "abcdef.0123456789abcdef"
+	s, err := bootstrap.Secret(tok, bootstrap.TokenOptions{TTL: time.Hour, Description: "join edge-1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.must(http.StatusCreated, http.MethodPost, "/api/v1/namespaces/kube-system/secrets", "application/json", s, nil)
+	u, code := e.whoami(tok)
+	if code != http.StatusCreated || u.Username != "system:bootstrap:abcdef" || strings.Join(u.Groups, ",") != "system:bootstrappers,system:authenticated" {
+		t.Fatalf("bootstrap whoami: %d %+v", code, u)
+	}
+	for _, bad := range []string{"", "abcdef.0123456789abcdee", "not a token"} {
+		if _, code := e.whoami(bad); code != http.StatusUnauthorized {
+			t.Errorf("token %q: %d", bad, code)
+		}
+	}
+	e.must(http.StatusOK, http.MethodDelete, "/api/v1/namespaces/kube-system/secrets/bootstrap-token-abcdef", "", nil, nil)
+	if _, code := e.whoami(tok); code != http.StatusUnauthorized {
+		t.Fatalf("deleted token: %d", code)
+	}
+}
+
+// kubectl auth whoami and kubectl create token work against orca.
+func TestKubectlWhoamiAndCreateToken(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := e.kubectl(ctx, "", "auth", "whoami")
+	if err != nil || !strings.Contains(out, "system:admin") || !strings.Contains(out, "system:masters") {
+		t.Fatalf("kubectl auth whoami: %v\n%s", err, out)
+	}
+	tok, err := e.kubectl(ctx, "", "create", "token", "default", "--duration=15m", "--audience=https://kubernetes.default.svc.cluster.local")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, tok)
+	}
+	if u, code := e.whoami(strings.TrimSpace(tok)); code != http.StatusCreated || u.Username != "system:serviceaccount:default:default" {
+		t.Fatalf("kubectl's token: %d %+v", code, u)
+	}
+	if out, err := e.kubectl(ctx, "", "create", "token", "default", "--duration=5m"); err == nil || !strings.Contains(out, "10 minutes") {
+		t.Fatalf("kubectl create token --duration=5m: %v\n%s", err, out)
 	}
 }

@@ -91,6 +91,9 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if cfg.Authorizer == nil {
 		cfg.Authorizer, cfg.RuleResolver = ch.Authorizer, ch.RuleResolver
 	}
+	if cfg.ServiceAccountTokens == nil {
+		cfg.ServiceAccountTokens = ch.ServiceAccountTokens
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
+	authenticationv1 "k8s.io/api/authentication/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -25,12 +26,13 @@ const protobufMediaType = "application/vnd.kubernetes.protobuf"
 // newProtobufDecoder returns a decoder for request bodies in Kubernetes'
 // protobuf encoding of every kind of reg whose Go type has one (the
 // k8s.io/api kinds and their lists; custom resources and orca.dev kinds
-// have none), plus Binding, Scale and DeleteOptions. Kinds added to reg
+// have none), plus Binding, Scale, DeleteOptions and the
+// authentication.k8s.io kinds (TokenRequest). Kinds added to reg
 // later are not decoded: those are custom resources. Responses are always
 // JSON, which those clients accept.
 func newProtobufDecoder(reg *registry.Registry) (runtime.Decoder, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, nodev1.AddToScheme, autoscalingv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, nodev1.AddToScheme, autoscalingv1.AddToScheme, apiextensionsv1.AddToScheme, authenticationv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/auth/authz"
 	"github.com/orca-edge/orca/controlplane/auth/node"
+	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/pki"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -73,6 +75,9 @@ type Options struct {
 	// as kube-apiserver reads it: token,user,uid,"group1,group2". Read
 	// once at start.
 	TokenAuthFile string
+	// ServiceAccounts are the ServiceAccount token flags
+	// (serviceaccount.go).
+	ServiceAccounts ServiceAccountOptions
 }
 
 // Material is the loaded or created security state of one orca-server.
@@ -98,6 +103,8 @@ type Material struct {
 	// of other kinds (ServiceAccount tokens, bootstrap tokens) are
 	// appended to it before Chain is called.
 	Authenticators []authenticator.Request
+
+	serviceAccounts *serviceAccountMaterial // signing and verification keys
 }
 
 // Load creates or reads the certificates under o.DataDir/tls: the
@@ -162,6 +169,9 @@ func Load(o Options) (*Material, error) {
 		}
 		m.Authenticators = append(m.Authenticators, bearertoken.New(tokens))
 	}
+	if m.serviceAccounts, err = loadServiceAccountKeys(dir, o.ServiceAccounts); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -203,6 +213,9 @@ type Chain struct {
 	Authenticator authenticator.Request
 	Authorizer    authorizer.Authorizer
 	RuleResolver  authorizer.RuleResolver
+	// ServiceAccountTokens issues TokenRequests
+	// (apiserver.Config.ServiceAccountTokens).
+	ServiceAccountTokens *serviceaccount.Issuer
 }
 
 // Chain returns the apiserver's chain over st: TLS (ServerTLS), the union
@@ -217,10 +230,16 @@ func (m *Material) Chain(ctx context.Context, st *store.Store) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens, err := m.tokenAuthenticators(st)
+	if err != nil {
+		return nil, err
+	}
+	authns := append(slices.Clip(m.Authenticators), tokens...)
 	return &Chain{
-		TLS:           m.ServerTLS(),
-		Authenticator: group.NewAuthenticatedGroupAdder(union.New(m.Authenticators...)),
-		Authorizer:    az,
+		TLS:                  m.ServerTLS(),
+		Authenticator:        group.NewAuthenticatedGroupAdder(union.New(authns...)),
+		Authorizer:           az,
+		ServiceAccountTokens: m.ServiceAccountTokens(st),
 	}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/controllers"
+	"github.com/orca-edge/orca/controlplane/controllers/csr"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/scheduler"
@@ -61,6 +62,8 @@ type options struct {
 	natsTLS        bool
 	natsCAFile     string
 	audit          auditOptions
+
+	clusterSigningDuration time.Duration
 }
 
 func main() {
@@ -109,6 +112,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	addNATSAuthFlags(f, &o.nats)
 	o.encryption.addFlags(f)
 	addSecurityFlags(f, &o)
+	addServiceAccountFlags(f, &o)
 	cmd.AddCommand(newNATSConfigCommand())
 	o.admission.addFlags(f)
 	cmd.AddCommand(newIssueCertificateCommand())
@@ -238,7 +242,8 @@ func run(ctx context.Context, o options) error {
 			NATSCredentials: withNATSCA(natsIssuer(o, natsAuth, "nats"), o, sec),
 			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver,
 			PodSecurity: podSecurity,
-			Audit:       auditor, MaxRequestsInFlightPerUser: o.audit.maxInflightPerUser, MaxLongRunningRequestsPerUser: o.audit.maxLongRunningPerUser})
+			Audit:       auditor, MaxRequestsInFlightPerUser: o.audit.maxInflightPerUser, MaxLongRunningRequestsPerUser: o.audit.maxLongRunningPerUser,
+			ServiceAccountTokens: ch.ServiceAccountTokens})
 		if err != nil {
 			return err
 		}
@@ -252,7 +257,8 @@ func run(ctx context.Context, o options) error {
 		g.Go(func() error { return sched.Run(ctx) })
 	}
 	if o.controllers {
-		cm, err := controllers.New(controllers.Config{Store: st, Registry: reg, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL})
+		cm, err := controllers.New(controllers.Config{Store: st, Registry: reg, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
+			RootCA: rootCA(sec), ClusterSigningCA: &csr.CA{Cert: sec.CA.Cert, Key: sec.CA.Key}, ClusterSigningDuration: o.clusterSigningDuration})
 		if err != nil {
 			return err
 		}
