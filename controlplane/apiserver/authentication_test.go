@@ -58,7 +58,7 @@ func (e *env) whoami(token string) (authenticationv1.UserInfo, int) {
 // authenticates over HTTPS as the ServiceAccount (SelfSubjectReview,
 // TokenReview) until the pod is deleted.
 func TestServiceAccountTokensThroughTheChain(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withServiceAccountTokens())
 	no := false
 	mk := func(name string, automount *bool) *corev1.Pod {
 		var pod corev1.Pod
@@ -170,7 +170,7 @@ func TestBootstrapTokenThroughTheChain(t *testing.T) {
 
 // kubectl auth whoami and kubectl create token work against orca.
 func TestKubectlWhoamiAndCreateToken(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withServiceAccountTokens())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := e.kubectl(ctx, "", "auth", "whoami")

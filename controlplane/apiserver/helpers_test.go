@@ -39,6 +39,9 @@ type envSettings struct {
 	cfg  Config
 	scfg store.Config
 	sec  []func(*security.Options)
+	// saTokens: the apiserver issues ServiceAccount tokens (and pods get
+	// the kube-api-access volume), as orca-server's.
+	saTokens bool
 }
 
 type envOption func(*envSettings)
@@ -56,6 +59,14 @@ func withStoreConfig(f func(*store.Config)) envOption {
 // withConfig edits the apiserver Config.
 func withConfig(f func(*Config)) envOption {
 	return func(s *envSettings) { f(&s.cfg) }
+}
+
+// withServiceAccountTokens makes the apiserver issue ServiceAccount
+// tokens as orca-server's does (off by default: pods created through the
+// API then get the kube-api-access volume, which an in-process agent
+// without tokens and ConfigMap kube-root-ca.crt cannot mount).
+func withServiceAccountTokens() envOption {
+	return func(s *envSettings) { s.saTokens = true }
 }
 
 // withSecurity edits the security options (orca-server's flags) the
@@ -91,7 +102,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if cfg.Authorizer == nil {
 		cfg.Authorizer, cfg.RuleResolver = ch.Authorizer, ch.RuleResolver
 	}
-	if cfg.ServiceAccountTokens == nil {
+	if set.saTokens && cfg.ServiceAccountTokens == nil {
 		cfg.ServiceAccountTokens = ch.ServiceAccountTokens
 	}
 	srv, err := New(cfg)
