@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 type apiClient struct {
 	server string
 	http   *http.Client
+	caPEM  []byte // the kubeconfig's CA bundle, when it names one
 }
 
 // addConnectionFlags adds --kubeconfig and --server, as kubectl's.
@@ -53,7 +55,13 @@ func connect(cmd *cobra.Command) (*apiClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return &apiClient{server: cfg.Host, http: hc}, nil
+	ca := cfg.CAData
+	if len(ca) == 0 && cfg.CAFile != "" {
+		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	return &apiClient{server: cfg.Host, http: hc, caPEM: ca}, nil
 }
 
 // natsTLS is the nats.go option of a direct NATS connection (--nats-url):

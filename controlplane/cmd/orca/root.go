@@ -19,7 +19,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	addConnectionFlags(root)
-	root.AddCommand(newVersionCommand(), newWasmCommand(), newImageCommand(), newApplyCmd(), newDeleteCmd(), newWaitCmd(), newSecretsCommand(), newNATSCommand())
+	root.AddCommand(newVersionCommand(), newWasmCommand(), newImageCommand(), newApplyCmd(), newDeleteCmd(), newWaitCmd(), newSecretsCommand(), newNATSCommand(), newTokenCommand())
 	return root
 }
 
