@@ -58,7 +58,8 @@ test-short:
 # minimizes a new input: that is reported, not failed.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := controlplane/apiserver:FuzzDecodeBody controlplane/apiserver:FuzzListOptions \
-	controlplane/apiserver:FuzzPath controlplane/apiserver:FuzzPatch controlplane/apiserver:FuzzApply controlplane/store:FuzzKey
+	controlplane/apiserver:FuzzPath controlplane/apiserver:FuzzPatch controlplane/apiserver:FuzzApply controlplane/store:FuzzKey \
+	controlplane/auth/serviceaccount:FuzzAuthenticateToken controlplane/auth/serviceaccount:FuzzAuthorizationHeader controlplane/auth/bootstrap:FuzzParseToken
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; f=$${t#*:}; echo "fuzz $$f ($(FUZZTIME))"; \

@@ -6,14 +6,20 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+
+	"github.com/orca-edge/orca/controlplane/auth/bootstrap"
 )
 
 // FuzzAuthenticateToken feeds arbitrary bearer tokens (seeded with a real
@@ -88,4 +94,61 @@ func (g fixedGetter) GetSecret(_ context.Context, _, name string) (*corev1.Secre
 
 func (g fixedGetter) GetNode(_ context.Context, name string) (*corev1.Node, error) {
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+}
+
+// FuzzAuthorizationHeader feeds arbitrary Authorization headers to the
+// chain's bearer token path (Kubernetes' bearertoken over a union of the
+// bootstrap and ServiceAccount authenticators): no panic; a header that
+// authenticates names one of the two known credentials and is removed.
+func FuzzAuthorizationHeader(f *testing.F) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	signer, _ := NewSigner(testIssuer, key)
+	fx := &fixture{signer: signer,
+		sa:  &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "app", UID: "sa-uid"}},
+		pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "pod-uid"}, Spec: corev1.PodSpec{ServiceAccountName: "app"}}}
+	sa, err := NewAuthenticator(AuthenticatorConfig{Issuers: []string{testIssuer}, Keys: []crypto.PublicKey{key.Public()}, Getter: fixedGetter{fx}, Legacy: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	secret, err := bootstrap.Secret("abcdef.0123456789abcdef", bootstrap.TokenOptions{}, time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	boot := bootstrap.NewAuthenticator(func(_ context.Context, ns, name string) (*corev1.Secret, error) {
+		if ns == secret.Namespace && name == secret.Name {
+			return secret, nil
+		}
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+	})
+	chain := union.New(bearertoken.New(boot), bearertoken.New(sa))
+	tok, _, err := signer.Token(fx.sa, Binding{}, time.Hour, []string{testIssuer})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, h := range []string{"Bearer " + tok, "Bearer abcdef.0123456789abcdef", "bearer abcdef.0123456789abcdef", "Bearer  abcdef.0123456789abcdef ",
+		"Bearer", "Bearer ", "Basic dXNlcjpwYXNz", "Bearer a b", "Bearer " + tok + "x", "", "Bearer \x00"} {
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		req := &http.Request{Header: http.Header{"Authorization": []string{header}}}
+		resp, ok, err := chain.AuthenticateRequest(req)
+		if !ok {
+			if resp != nil {
+				t.Fatalf("a response for refused header %q", header)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("ok with an error for %q: %v", header, err)
+		}
+		if n := resp.User.GetName(); n != "system:bootstrap:abcdef" && n != "system:serviceaccount:team:app" {
+			t.Fatalf("header %q authenticated as %q", header, n)
+		}
+		if req.Header.Get("Authorization") != "" {
+			t.Fatalf("the Authorization header stayed after authenticating %q", header)
+		}
+	})
 }
