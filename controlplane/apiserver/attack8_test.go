@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
+	"github.com/orca-edge/orca/controlplane/auth/audit/audittest"
 	"github.com/orca-edge/orca/controlplane/pki"
 	"github.com/orca-edge/orca/controlplane/security"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
@@ -59,7 +60,7 @@ func TestAttackAuthentication(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("s3cret-token,jane,1001,\"dev\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out auditBuffer
+	var out audittest.Log
 	a, err := audit.New(audit.Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ func TestAttackAuthentication(t *testing.T) {
 		}
 	}
 	storetest.Eventually(t, 10*time.Second, func() error {
-		for _, ev := range out.events(t) {
+		for _, ev := range out.Events(t) {
 			if ev.RequestURI == "/api/v1/namespaces/kube-system/secrets?probe=remote-user-1" {
 				if ev.User.Username != "jane" || contains(ev.User.Groups, "system:masters") {
 					t.Fatalf("X-Remote-* headers changed jane's identity: %+v", ev.User)

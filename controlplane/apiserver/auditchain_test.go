@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,39 +14,10 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
+	"github.com/orca-edge/orca/controlplane/auth/audit/audittest"
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
-
-// auditBuffer collects the audit log's JSON lines.
-type auditBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (a *auditBuffer) Write(p []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.b.Write(p)
-}
-
-func (a *auditBuffer) events(t *testing.T) []auditv1.Event {
-	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []auditv1.Event
-	for _, line := range strings.Split(strings.TrimSpace(a.b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var ev auditv1.Event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		out = append(out, ev)
-	}
-	return out
-}
 
 // find returns the events of verb on resource (or non-resource path) by user.
 func findEvents(evs []auditv1.Event, username, verb, resourceOrPath string) []auditv1.Event {
@@ -68,7 +38,7 @@ func findEvents(evs []auditv1.Event, username, verb, resourceOrPath string) []au
 // kubectl are audited with the authenticated user, verb, objectRef, code
 // and latency; a 401 is audited without a user; health checks are not.
 func TestAuditLogThroughChain(t *testing.T) {
-	var out auditBuffer
+	var out audittest.Log
 	a, err := audit.New(audit.Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +79,7 @@ func TestAuditLogThroughChain(t *testing.T) {
 
 	var evs []auditv1.Event
 	storetest.Eventually(t, 10*time.Second, func() error {
-		evs = out.events(t)
+		evs = out.Events(t)
 		if len(findEvents(evs, "system:admin", "list", "pods")) == 0 {
 			return fmt.Errorf("no event of kubectl's list yet")
 		}
@@ -248,7 +218,7 @@ func TestPerUserInFlight(t *testing.T) {
 
 // A relayed request is audited as its node's user, like an HTTPS one.
 func TestRelayAudited(t *testing.T) {
-	var out auditBuffer
+	var out audittest.Log
 	a, err := audit.New(audit.Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +233,7 @@ func TestRelayAudited(t *testing.T) {
 		t.Fatalf("GET own node: %d %s", resp.StatusCode, resp.Body)
 	}
 	storetest.Eventually(t, 10*time.Second, func() error {
-		for _, ev := range out.events(t) {
+		for _, ev := range out.Events(t) {
 			if ev.User.Username == "system:node:edge.1" && ev.Verb == "get" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "nodes" && ev.ObjectRef.Name == "edge.1" {
 				if ev.ResponseStatus.Code != 404 || !contains(ev.User.Groups, "system:nodes") {
 					t.Fatalf("relay event %+v", ev)

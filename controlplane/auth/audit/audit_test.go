@@ -2,14 +2,12 @@ package audit
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,42 +16,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/orca-edge/orca/controlplane/auth/audit/audittest"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the handler goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// events decodes the JSON lines written so far.
-func (s *syncBuffer) events(t *testing.T) []auditv1.Event {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []auditv1.Event
-	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var ev auditv1.Event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		if ev.APIVersion != "audit.k8s.io/v1" || ev.Kind != "Event" {
-			t.Fatalf("line %q: want kind Event of audit.k8s.io/v1", line)
-		}
-		out = append(out, ev)
-	}
-	return out
-}
 
 var jane = &user.DefaultInfo{Name: "jane", Groups: []string{"devs", user.AllAuthenticated}}
 
@@ -80,7 +45,7 @@ func handler(a *Auditor, u user.Info, longRunning bool, h http.HandlerFunc) http
 }
 
 func TestDefaultPolicyMetadata(t *testing.T) {
-	var out syncBuffer
+	var out audittest.Log
 	a, err := New(Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +65,7 @@ func TestDefaultPolicyMetadata(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if evs := out.events(t); len(evs) != 0 {
+	if evs := out.Events(t); len(evs) != 0 {
 		t.Fatalf("health and version checks were audited: %+v", evs)
 	}
 	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/api/v1/namespaces/default/secrets/s1", strings.NewReader(`{"data":{"password":"c2VjcmV0"}}`))
@@ -113,7 +78,7 @@ func TestDefaultPolicyMetadata(t *testing.T) {
 	if resp.Header.Get("Audit-Id") == "" {
 		t.Error("no Audit-Id response header")
 	}
-	evs := out.events(t)
+	evs := out.Events(t)
 	if len(evs) != 1 {
 		t.Fatalf("want one ResponseComplete event (RequestReceived omitted), got %d: %+v", len(evs), evs)
 	}
@@ -142,7 +107,7 @@ func TestDefaultPolicyMetadata(t *testing.T) {
 	if ev.RequestObject != nil || ev.ResponseObject != nil {
 		t.Error("Metadata level logged a body")
 	}
-	if line := out.b.String(); strings.Contains(line, "c2VjcmV0") {
+	if line := out.String(); strings.Contains(line, "c2VjcmV0") {
 		t.Errorf("Secret data in the log: %s", line)
 	}
 }
@@ -172,7 +137,7 @@ func writePolicy(t *testing.T, text string) string {
 }
 
 func TestPolicyFileLevels(t *testing.T) {
-	var out syncBuffer
+	var out audittest.Log
 	a, err := New(Options{Out: &out, PolicyFile: writePolicy(t, testPolicy)})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +163,7 @@ func TestPolicyFileLevels(t *testing.T) {
 	post("/api/v1/namespaces/default/pods", "application/yaml", "kind: Pod\nmetadata: {name: p}\n")
 	post("/api/v1/namespaces/default/services", "application/vnd.kubernetes.protobuf", "k8s\x00\x01")
 
-	evs := out.events(t)
+	evs := out.Events(t)
 	if len(evs) != 4 {
 		t.Fatalf("want 4 events, got %d", len(evs))
 	}
@@ -215,13 +180,13 @@ func TestPolicyFileLevels(t *testing.T) {
 	if ev := evs[3]; ev.Level != auditv1.LevelRequest || ev.RequestObject != nil {
 		t.Errorf("protobuf body: level %s request %v (want left out)", ev.Level, ev.RequestObject)
 	}
-	if strings.Contains(out.b.String(), "c2VjcmV0") {
+	if strings.Contains(out.String(), "c2VjcmV0") {
 		t.Error("Secret data logged under a Metadata rule")
 	}
 }
 
 func TestLongRunningAndPanic(t *testing.T) {
-	var out syncBuffer
+	var out audittest.Log
 	a, err := New(Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -244,19 +209,19 @@ func TestLongRunningAndPanic(t *testing.T) {
 		}
 	}()
 	<-started
-	if evs := out.events(t); len(evs) != 1 || evs[0].Stage != auditv1.StageResponseStarted || evs[0].Verb != "watch" {
+	if evs := out.Events(t); len(evs) != 1 || evs[0].Stage != auditv1.StageResponseStarted || evs[0].Verb != "watch" {
 		t.Fatalf("while watching: want one ResponseStarted watch event, got %+v", evs)
 	}
 	close(release)
 	<-done
 	// The last event is written after the client has its response.
 	storetest.Eventually(t, 10*time.Second, func() error {
-		if n := len(out.events(t)); n != 2 {
+		if n := len(out.Events(t)); n != 2 {
 			return fmt.Errorf("%d events", n)
 		}
 		return nil
 	})
-	if ev := out.events(t)[1]; ev.Stage != auditv1.StageResponseComplete || ev.ResponseStatus.Code != 200 {
+	if ev := out.Events(t)[1]; ev.Stage != auditv1.StageResponseComplete || ev.ResponseStatus.Code != 200 {
 		t.Errorf("after the watch: %+v", ev)
 	}
 
@@ -267,14 +232,14 @@ func TestLongRunningAndPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	evs := out.events(t)
+	evs := out.Events(t)
 	if ev := evs[len(evs)-1]; ev.Stage != auditv1.StagePanic || ev.ResponseStatus.Code != 500 || !strings.Contains(ev.ResponseStatus.Message, "boom") {
 		t.Errorf("panic: %+v", ev)
 	}
 }
 
 func TestImpersonatedUserAndStatus(t *testing.T) {
-	var out syncBuffer
+	var out audittest.Log
 	a, err := New(Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +275,7 @@ func TestImpersonatedUserAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	evs := out.events(t)
+	evs := out.Events(t)
 	if len(evs) != 2 {
 		t.Fatalf("want 2 events, got %d", len(evs))
 	}
@@ -396,7 +361,7 @@ func TestLogFileRotation(t *testing.T) {
 // A user name from a certificate's CN may hold any character: it must not
 // split or forge a log line.
 func TestNoLineInjection(t *testing.T) {
-	var out syncBuffer
+	var out audittest.Log
 	a, err := New(Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -404,10 +369,10 @@ func TestNoLineInjection(t *testing.T) {
 	evil := &user.DefaultInfo{Name: "mallory\n{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"user\":{\"username\":\"system:admin\"}}\n"}
 	req := httptest.NewRequest(http.MethodDelete, "/api/v1/namespaces/default/pods/p%0A1", nil)
 	handler(a, evil, false, func(w http.ResponseWriter, r *http.Request) {}).ServeHTTP(httptest.NewRecorder(), req)
-	if n := strings.Count(out.b.String(), "\n"); n != 1 {
-		t.Fatalf("%d lines for one request: %q", n, out.b.String())
+	if n := strings.Count(out.String(), "\n"); n != 1 {
+		t.Fatalf("%d lines for one request: %q", n, out.String())
 	}
-	if evs := out.events(t); len(evs) != 1 || evs[0].User.Username != evil.Name || evs[0].ObjectRef.Name != "p\n1" {
+	if evs := out.Events(t); len(evs) != 1 || evs[0].User.Username != evil.Name || evs[0].ObjectRef.Name != "p\n1" {
 		t.Fatalf("events %+v", evs)
 	}
 }
@@ -432,7 +397,7 @@ func BenchmarkRequest(b *testing.B) {
 
 // A create names its object in the body: LogObject puts it in objectRef.
 func TestLogObjectFillsObjectRef(t *testing.T) {
-	var out syncBuffer
+	var out audittest.Log
 	a, err := New(Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -444,7 +409,7 @@ func TestLogObjectFillsObjectRef(t *testing.T) {
 	})
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader("{}")))
 	LogObject(t.Context(), &metav1.ObjectMeta{Name: "unaudited"}) // no audit in ctx: nothing happens
-	evs := out.events(t)
+	evs := out.Events(t)
 	if len(evs) != 1 {
 		t.Fatalf("%d events", len(evs))
 	}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/orca-edge/orca/controlplane/auth/audit/audittest"
 )
 
 // TestAuditLogByDefault: orca-server writes the audit log under its
@@ -48,19 +48,12 @@ func TestAuditLogByDefault(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("audit log %s: %v %v (want mode 0600)", path, fi, err)
 	}
-	f, err := os.Open(path)
+	content, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var admin, unauth int
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var ev auditv1.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+	for _, ev := range audittest.Parse(t, string(content)) {
 		if ev.Level != auditv1.LevelMetadata || strings.HasPrefix(ev.RequestURI, "/readyz") {
 			t.Errorf("event %s %s at level %s", ev.Verb, ev.RequestURI, ev.Level)
 		}
