@@ -28,6 +28,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
 	"github.com/orca-edge/orca/controlplane/controllers/rootcacertpublisher"
 	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
+	"github.com/orca-edge/orca/controlplane/controllers/tokencleaner"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/registry/certificates"
@@ -134,6 +135,7 @@ func New(cfg Config) (*Manager, error) {
 		{serviceaccount.Name, wrap(serviceaccount.New(s, reg, namespaces, sas).Run)},
 		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
 		{csr.ApproverName, wrap(csr.NewApprover(s, reg, csrs).Run)},
+		{tokencleaner.Name, wrap(tokencleaner.New(s, reg, 0).Run)},
 	}
 	if cfg.RootCA != nil {
 		cms := inf(store.ConfigMaps)
