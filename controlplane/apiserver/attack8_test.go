@@ -3,18 +3,25 @@ package apiserver
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
 	"github.com/orca-edge/orca/controlplane/auth/audit/audittest"
@@ -141,4 +148,75 @@ func TestAttackAuthentication(t *testing.T) {
 		}
 		return fmt.Errorf("no audit event of jane's probe")
 	})
+}
+
+// TestAttackServiceAccountTokens: a token whose claims were edited
+// (another ServiceAccount, a later expiry), re-signed with "none" or
+// HS256, cut or padded, or one of a ServiceAccount deleted and created
+// again under the same name, is a 401 over HTTPS.
+func TestAttackServiceAccountTokens(t *testing.T) {
+	e := newEnv(t, withServiceAccountTokens())
+	e.must(http.StatusCreated, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", "application/json",
+		map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "robot"}}, nil)
+	issue := func() string {
+		var tr authenticationv1.TokenRequest
+		e.must(http.StatusCreated, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts/robot/token", "application/json",
+			map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{}}, &tr)
+		return tr.Status.Token
+	}
+	tok := issue()
+	if u, code := e.whoami(tok); code != http.StatusCreated || u.Username != "system:serviceaccount:default:robot" {
+		t.Fatalf("the genuine token: %d %+v", code, u)
+	}
+	parts := strings.Split(tok, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(map[string]any)) string {
+		c := map[string]any{}
+		b, _ := json.Marshal(claims)
+		json.Unmarshal(b, &c)
+		f(c)
+		b, _ = json.Marshal(c)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	asAdmin := edit(func(c map[string]any) {
+		c["sub"] = "system:serviceaccount:kube-system:default"
+		k := c["kubernetes.io"].(map[string]any)
+		k["namespace"] = "kube-system"
+		k["serviceaccount"].(map[string]any)["name"] = "default"
+	})
+	longer := edit(func(c map[string]any) { c["exp"] = c["exp"].(float64) + 365*24*3600 })
+	hs := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+	mac := hmac.New(sha256.New, e.sec.CA.CertPEM) // a "secret" anyone has: the CA certificate
+	mac.Write([]byte(hs + "." + asAdmin))
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	for name, forged := range map[string]string{
+		"other ServiceAccount, original signature": parts[0] + "." + asAdmin + "." + parts[2],
+		"later expiry, original signature":         parts[0] + "." + longer + "." + parts[2],
+		"alg none":                                 none + "." + asAdmin + ".",
+		"HS256 keyed with the CA certificate":      hs + "." + asAdmin + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)),
+		"signature cut":                            parts[0] + "." + parts[1] + ".",
+		"trailing part":                            tok + ".x",
+		"padded":                                   tok + "==",
+	} {
+		if _, code := e.whoami(forged); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, code)
+		}
+	}
+	// Deleted and created again: the old token names the old uid.
+	e.must(http.StatusOK, http.MethodDelete, "/api/v1/namespaces/default/serviceaccounts/robot", "", nil, nil)
+	e.must(http.StatusCreated, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", "application/json",
+		map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "robot"}}, nil)
+	if _, code := e.whoami(tok); code != http.StatusUnauthorized {
+		t.Errorf("token of a deleted ServiceAccount: %d, want 401", code)
+	}
+	if _, code := e.whoami(issue()); code != http.StatusCreated {
+		t.Errorf("token of the new ServiceAccount: %d", code)
+	}
 }
