@@ -142,7 +142,13 @@ echo "orca-server ready after $(ms) ms: apiserver $SERVER, NATS nats://$NATS"
 
 ctrflag=--containerd=true
 [ "$containers" = 1 ] || ctrflag=--containerd=false
-setsid bin/orca-agent --nats-url "nats://$NATS" --nats-ca-file "$RUNDIR/server/tls/ca.crt" --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" "$ctrflag" >"$RUNDIR/agent.log" 2>&1 &
+# The agent joins as a remote node would: a bootstrap token and the CA's
+# pin (orca token create), then its node certificate and its own NATS
+# credentials (node permissions), kept under $RUNDIR/agent.
+join=$(bin/orca token create --print-join-command)
+read -r _ joinflags <<<"$join"
+# shellcheck disable=SC2086 # the join line's flags, word-split on purpose
+setsid bin/orca-agent $joinflags --node-name "${ORCA_NODE_NAME:-edge-1}" --data-dir "$RUNDIR/agent" "$ctrflag" >"$RUNDIR/agent.log" 2>&1 &
 pids+=($!)
 
 bin/orca wasm push bin/hello.wasm --name hello-wasm:v1
@@ -202,8 +208,9 @@ $(if [ "$containers" = 1 ]; then printf '  kubectl logs deploy/hello-container\n
   kubectl scale deployment hello-wasm --replicas=5
   for i in 1 2 3; do curl -s http://127.0.0.1:$NODEPORT/; done
   go install github.com/nats-io/natscli/nats@v0.5.0   # the NATS CLI, once
-  nats --server nats://$NATS --tlsca $RUNDIR/server/tls/ca.crt kv ls pods
-  nats --server nats://$NATS --tlsca $RUNDIR/server/tls/ca.crt kv watch pods
+  bin/orca nats creds --read-only -o $RUNDIR/view.creds      # read-only NATS credentials (every bucket but secrets)
+  nats --server nats://$NATS --tlsca $RUNDIR/server/tls/ca.crt --creds $RUNDIR/view.creds kv ls pods
+  nats --server nats://$NATS --tlsca $RUNDIR/server/tls/ca.crt --creds $RUNDIR/view.creds kv watch pods
 Logs: $RUNDIR/server.log, $RUNDIR/agent.log.  Ctrl-C (or kill -TERM $$) stops orca and every container it ran.
 MSG
 wait -n "${pids[@]}" || true

@@ -157,6 +157,20 @@ func (h *hosts) cli(t *testing.T, ns string, args ...string) string {
 	return string(out)
 }
 
+// joinFlags creates a bootstrap token with `orca token create
+// --print-join-command` (as the admin, from n1) and returns the flags of
+// the orca-agent line it prints: --server, --token and
+// --discovery-token-ca-cert-hash.
+func (h *hosts) joinFlags(t *testing.T) []string {
+	t.Helper()
+	line := strings.TrimSpace(h.cli(t, h.n1, "token", "create", "--print-join-command"))
+	f := strings.Fields(line)
+	if len(f) != 7 || f[0] != "orca-agent" || f[1] != "--server" || f[3] != "--token" || f[5] != "--discovery-token-ca-cert-hash" {
+		t.Fatalf("orca token create --print-join-command printed %q", line)
+	}
+	return f[1:]
+}
+
 func (h *hosts) apiURL() string { return "https://" + h.ip[h.srv] + ":6443" }
 
 // dialIn dials from inside network namespace ns: the socket is created on
@@ -368,12 +382,16 @@ func TestNetnsThreeHosts(t *testing.T) {
 	h.kubeconfig = filepath.Join(dir, "server", "admin.kubeconfig")
 	h.waitKubeconfig(t)
 	h.cli(t, h.n1, "wait", "--server-ready", "--timeout", "30s")
+	// The agents join with only a bootstrap token and the CA's pin, as
+	// `kubeadm join`: each gets its node certificate and its own NATS
+	// credentials (node permissions) and connects to the NATS URL handed
+	// out with them.
+	join := h.joinFlags(t)
 	agents := map[string]*exec.Cmd{}
 	for node, ns := range map[string]string{"n1": h.n1, "n2": h.n2} {
-		agents[node] = h.start(t, "orca-agent-"+node, ns, "orca-agent", "--nats-url", "nats://"+srvIP+":4222",
-			"--nats-ca-file", filepath.Join(dir, "server", "tls", "ca.crt"),
+		agents[node] = h.start(t, "orca-agent-"+node, ns, "orca-agent", append(slices.Clone(join),
 			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
-			"--heartbeat-interval", heartbeat.String())
+			"--heartbeat-interval", heartbeat.String())...)
 	}
 
 	// Both nodes register with their own address and are Ready.

@@ -97,7 +97,7 @@ func server(t *testing.T, args ...string) (api string, client *http.Client, nats
 
 func rawSecret(t *testing.T, dataDir, natsURL, ns, name string) []byte {
 	t.Helper()
-	nc, err := nats.Connect(natsURL, nats.RootCAs(filepath.Join(dataDir, "tls", "ca.crt"))) // the embedded NATS serves TLS
+	nc, err := nats.Connect(natsURL, append(controlPlaneNATS(t, dataDir), nats.RootCAs(filepath.Join(dataDir, "tls", "ca.crt")))...) // the embedded NATS serves TLS
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type natsAuthOptions struct {
 }
 
 func addNATSAuthFlags(f *pflag.FlagSet, o *natsAuthOptions) {
-	f.BoolVar(&o.accounts, "nats-accounts", false, "embedded NATS: JWT mode with orca as the operator (keys under <data-dir>/tls/nats): every client needs a user JWT; the control plane mints its own, nodes get node permissions (their own key space only) and people read-only ones with NATSCredentialRequests (`orca nats creds`)")
+	f.BoolVar(&o.accounts, "nats-accounts", true, "embedded NATS: JWT mode with orca as the operator (keys under <data-dir>/tls/nats): every client needs a user JWT; the control plane mints its own, nodes get node permissions (their own key space only) and people read-only ones with NATSCredentialRequests (`orca nats creds`)")
 	f.StringSliceVar(&o.advertise, "nats-advertise", nil, "NATS URLs handed to agents and people with their NATS credentials (default: --nats-listen, or every non-loopback address of this host when it listens on all)")
 }
 

@@ -25,7 +25,7 @@ import (
 // buckets agents bind to exist from the start.
 func TestServerNATSAccounts(t *testing.T) {
 	dir := t.TempDir()
-	api, client, natsURL, _ := server(t, "--data-dir", dir, "--nats-accounts")
+	api, client, natsURL, _ := server(t, "--data-dir", dir)
 	caFile := filepath.Join(dir, "tls", "ca.crt") // the embedded NATS serves TLS
 	if nc, err := nats.Connect(natsURL, nats.RootCAs(caFile)); err == nil {
 		nc.Close()
@@ -86,3 +86,19 @@ func TestServerNATSAccounts(t *testing.T) {
 }
 
 func writeTestFile(path string, data []byte) error { return os.WriteFile(path, data, 0o600) }
+
+// controlPlaneNATS returns the connect options of a control-plane NATS
+// user minted with the keys orca-server keeps under dataDir (NATS
+// accounts are on by default).
+func controlPlaneNATS(t *testing.T, dataDir string) []nats.Option {
+	t.Helper()
+	a, err := natsauth.LoadOrCreate(filepath.Join(dataDir, "tls", "nats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := a.ConnectOption(natsauth.ControlPlane())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}

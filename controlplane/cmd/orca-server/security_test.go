@@ -35,7 +35,7 @@ func TestEmbeddedNATSServesTLSOnly(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("client without the CA: %v, want a certificate error", err)
 	}
-	nc, err := nats.Connect(natsURL, nats.RootCAs(filepath.Join(dir, "tls", "ca.crt")))
+	nc, err := nats.Connect(natsURL, append(controlPlaneNATS(t, dir), nats.RootCAs(filepath.Join(dir, "tls", "ca.crt")))...)
 	if err != nil {
 		t.Fatalf("client with the cluster CA: %v", err)
 	}
