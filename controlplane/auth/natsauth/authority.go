@@ -173,13 +173,6 @@ func (a *Authority) Account() string { pub, _ := a.account.PublicKey(); return p
 // Operator returns the operator's public key.
 func (a *Authority) Operator() string { pub, _ := a.operator.PublicKey(); return pub }
 
-// AccountJWT returns the orca account's JWT, signed by the operator (for a
-// NATS cluster's resolver_preload).
-func (a *Authority) AccountJWT() string { return a.accountJWT }
-
-// SystemAccountJWT returns the system account's JWT.
-func (a *Authority) SystemAccountJWT() string { return a.systemJWT }
-
 // OperatorJWT returns the operator's JWT (for a NATS cluster's operator:
 // setting).
 func (a *Authority) OperatorJWT() string {

@@ -375,6 +375,9 @@ func natsIdentity(ctx context.Context, o options, natsURLSet bool) (opts []nats.
 		ok = true
 	}
 	if !ok {
+		if _, natsDir := joinPaths(o.dataDir); fileExists(filepath.Join(natsDir, "node.creds")) {
+			return nil, "", false, fmt.Errorf("the NATS credentials under %s expired (or expire within the hour): join again with --server, --token and --discovery-token-ca-cert-hash", natsDir)
+		}
 		return nil, natsURL, false, nil
 	}
 	opts = []nats.Option{nats.UserCredentials(j.creds), nats.CustomInboxPrefix(natsauth.NodeInboxPrefix(o.nodeName))}
