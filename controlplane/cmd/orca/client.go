@@ -68,7 +68,8 @@ func connect(cmd *cobra.Command) (*apiClient, error) {
 // a NATS server that asks for TLS is verified with the kubeconfig's CA
 // (orca-server's cluster CA signs both the apiserver's and NATS'
 // certificates), or the system's CAs without a kubeconfig. A server
-// without TLS is still reached (the option does not require TLS).
+// without TLS is still reached (the option does not require TLS). With
+// --nats-creds it authenticates with that .creds file.
 func natsTLS(cmd *cobra.Command) (nats.Option, error) {
 	path, _ := cmd.Flags().GetString("kubeconfig")
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -92,5 +93,12 @@ func natsTLS(cmd *cobra.Command) (nats.Option, error) {
 		}
 		tc.ServerName = "" // the NATS host, not the apiserver's
 	}
-	return func(o *nats.Options) error { o.TLSConfig = tc; return nil }, nil
+	creds, _ := cmd.Flags().GetString("nats-creds")
+	return func(o *nats.Options) error {
+		o.TLSConfig = tc
+		if creds != "" { // orca-server's NATS takes only user JWTs: `orca nats creds -o`
+			return nats.UserCredentials(creds)(o)
+		}
+		return nil
+	}, nil
 }

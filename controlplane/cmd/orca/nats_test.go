@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,6 +88,14 @@ func TestNATSCreds(t *testing.T) {
 	ajs, _ := jetstream.New(ac)
 	if _, err := ajs.KeyValue(ctx, "secrets"); err != nil {
 		t.Fatalf("admin binds secrets: %v", err)
+	}
+	// A direct push into NATS authenticates with the .creds file.
+	mod := filepath.Join(dir, "m.wasm")
+	if err := os.WriteFile(mod, []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec("wasm", "push", mod, "--name", "m:v1", "--nats-url", ns.ClientURL(), "--nats-creds", full); err != nil {
+		t.Fatalf("orca wasm push --nats-url --nats-creds: %v\n%s", err, out)
 	}
 	if c, err := nats.Connect(ns.ClientURL()); err == nil {
 		c.Close()

@@ -19,6 +19,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	addConnectionFlags(root)
+	root.PersistentFlags().String("nats-creds", "", "with --nats-url: the NATS .creds file to connect with (`orca nats creds -o`; orca-server's NATS takes only user JWTs)")
 	root.AddCommand(newVersionCommand(), newWasmCommand(), newImageCommand(), newApplyCmd(), newDeleteCmd(), newWaitCmd(), newSecretsCommand(), newNATSCommand(), newTokenCommand())
 	return root
 }
