@@ -91,20 +91,19 @@ func (a *RelayAPI) do(ctx context.Context, method, path string, gr schema.GroupR
 	return nil
 }
 
-// object sends one request about an object of r and decodes the reply
-// into a new object of r.
+// object sends one request about the object namespace/name of r (name
+// "" for the collection) with in as its body (nil: none) and decodes the
+// reply into a new object of r. Errors name in's name, else name.
 func (a *RelayAPI) object(ctx context.Context, method string, r store.Resource, namespace, name, sub string, in store.Object) (store.Object, error) {
-	path := resourcePath(r, namespace, name, sub)
+	var body any
+	errName := name
 	if in != nil {
 		in = in.DeepCopyObject().(store.Object)
 		in.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
+		body, errName = in, in.GetName()
 	}
 	out := r.New()
-	var body any
-	if in != nil {
-		body = in
-	}
-	if err := a.do(ctx, method, path, r.GroupResource(), name, body, out); err != nil {
+	if err := a.do(ctx, method, resourcePath(r, namespace, name, sub), r.GroupResource(), errName, body, out); err != nil {
 		return nil, err
 	}
 	out.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
@@ -118,15 +117,7 @@ func (a *RelayAPI) Get(ctx context.Context, r store.Resource, namespace, name st
 
 // Create implements API (POST to the collection).
 func (a *RelayAPI) Create(ctx context.Context, r store.Resource, obj store.Object) (store.Object, error) {
-	path := resourcePath(r, obj.GetNamespace(), "", "")
-	in := obj.DeepCopyObject().(store.Object)
-	in.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
-	out := r.New()
-	if err := a.do(ctx, http.MethodPost, path, r.GroupResource(), obj.GetName(), in, out); err != nil {
-		return nil, err
-	}
-	out.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(r.Kind))
-	return out, nil
+	return a.object(ctx, http.MethodPost, r, obj.GetNamespace(), "", "", obj)
 }
 
 // Update implements API (PUT).

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	nodeauth "github.com/orca-edge/orca/controlplane/auth/node"
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 )
 
@@ -27,18 +28,10 @@ const RelayQueue = "orca-apiserver"
 // kubelet's clientset has a client-side QPS instead).
 const DefaultMaxRelayRequestsPerNode = 32
 
-// NodeUserPrefix and NodesGroup are the user name prefix and group of a
-// node's requests, as Kubernetes' node identity (system:node:<node>,
-// system:nodes).
-const (
-	NodeUserPrefix = "system:node:"
-	NodesGroup     = "system:nodes"
-)
-
 // NodeUser returns the identity of node's relay requests: user
 // system:node:<node>, groups system:nodes and system:authenticated.
 func NodeUser(node string) user.Info {
-	return &user.DefaultInfo{Name: NodeUserPrefix + node, Groups: []string{NodesGroup, user.AllAuthenticated}}
+	return &user.DefaultInfo{Name: nodeauth.UserPrefix + node, Groups: []string{nodeauth.Group, user.AllAuthenticated}}
 }
 
 // relayUserKey holds, in a relayed request's context, the node user the

@@ -33,7 +33,7 @@ import (
 // (system:node:<node>, system:nodes).
 const (
 	UserPrefix = "system:node:"
-	Group      = "system:nodes"
+	Group      = user.NodesGroup
 )
 
 // Identity returns the node name of u and whether u is a node at all: its
