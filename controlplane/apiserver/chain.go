@@ -96,9 +96,6 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// impersonate is the hook of impersonation headers (authz8 replaces it).
-func (s *Server) impersonate(next echo.HandlerFunc) echo.HandlerFunc { return next }
-
 // authorize asks Config.Authorizer about the request's user and
 // RequestInfo, as kube-apiserver's WithAuthorization filter: anything but
 // Allow is a 403 Status with Kubernetes' message (forbidden).

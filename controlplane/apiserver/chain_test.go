@@ -76,10 +76,13 @@ func TestAuthenticationChain(t *testing.T) {
 	if code, body := get(t, sec.AdminClient(), path, ""); code != http.StatusOK {
 		t.Errorf("admin certificate: %d: %s", code, body)
 	}
-	if code, body := get(t, sec.HTTPClient(sec.User("jane", "dev")), path, ""); code != http.StatusOK {
+	// jane is authenticated (her name is in the 403) but RBAC grants her
+	// nothing.
+	jane403 := `configmaps is forbidden: User \"jane\" cannot list resource`
+	if code, body := get(t, sec.HTTPClient(sec.User("jane", "dev")), path, ""); code != http.StatusForbidden || !strings.Contains(string(body), jane403) {
 		t.Errorf("jane's certificate: %d: %s", code, body)
 	}
-	if code, body := get(t, anon, path, "s3cret-token"); code != http.StatusOK {
+	if code, body := get(t, anon, path, "s3cret-token"); code != http.StatusForbidden || !strings.Contains(string(body), jane403) {
 		t.Errorf("token of the token file: %d: %s", code, body)
 	}
 	if code, _ := get(t, anon, path, "wrong-token"); code != http.StatusUnauthorized {

@@ -100,7 +100,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		cfg.Authenticator = ch.Authenticator
 	}
 	if cfg.Authorizer == nil {
-		cfg.Authorizer, cfg.RuleResolver = ch.Authorizer, ch.RuleResolver
+		cfg.Authorizer, cfg.RuleResolver, cfg.RBAC = ch.Authorizer, ch.RuleResolver, ch.RBAC
 	}
 	if set.saTokens && cfg.ServiceAccountTokens == nil {
 		cfg.ServiceAccountTokens = ch.ServiceAccountTokens

@@ -6,6 +6,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ const protobufMediaType = "application/vnd.kubernetes.protobuf"
 // JSON, which those clients accept.
 func newProtobufDecoder(reg *registry.Registry) (runtime.Decoder, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, nodev1.AddToScheme, autoscalingv1.AddToScheme, apiextensionsv1.AddToScheme, authenticationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme, nodev1.AddToScheme, autoscalingv1.AddToScheme, apiextensionsv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}

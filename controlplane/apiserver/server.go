@@ -43,6 +43,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/auth/audit"
 	"github.com/orca-edge/orca/controlplane/auth/inflight"
+	"github.com/orca-edge/orca/controlplane/auth/rbac"
 	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
@@ -139,6 +140,11 @@ type Config struct {
 	// (limitPerUser). Defaults 50 and 200.
 	MaxRequestsInFlightPerUser    int
 	MaxLongRunningRequestsPerUser int
+	// RBAC, when set, refuses writes of Roles, ClusterRoles and
+	// bindings that would grant their author permissions they do not
+	// hold (Kubernetes' escalation prevention; admission_rbac.go). Nil:
+	// no such check (only Authorizer decides).
+	RBAC *rbac.Authorizer
 	// PodSecurity is the Pod Security admission's configuration
 	// (defaults and exemptions; controlplane/auth/podsecurity). Default:
 	// podsecurity.DefaultConfiguration() (privileged unless a namespace's
@@ -250,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.installPodSecurity(); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
+	s.installRBACAdmission()
 	if s.nc != nil {
 		s.watchNATS()
 	}
@@ -524,6 +531,9 @@ func (s *Server) dispatch(c echo.Context) error {
 	p := req.URL.EscapedPath()
 	if strings.HasPrefix(p, "/apis/"+orcaGroup+"/") {
 		return s.orcaAPI(c)
+	}
+	if p == "/apis/"+authorizationGroup || strings.HasPrefix(p, "/apis/"+authorizationGroup+"/") {
+		return s.authorizationAPI(c)
 	}
 	ri, disc, err := s.parsePath(p)
 	if err != nil {

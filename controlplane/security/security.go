@@ -11,8 +11,9 @@
 // of --token-auth-file), and every authenticated user is in the group
 // system:authenticated.
 //
-// Authorization is a placeholder until RBAC lands: AllowAuthenticated
-// allows every authenticated user everything (see its doc).
+// Authorization is kube-apiserver's Node,RBAC (see Chain): system:masters
+// may do anything, nodes what the Node authorizer allows, everyone else
+// what RBAC grants them (the default policy: controlplane/auth/rbac/bootstrappolicy).
 package security
 
 import (
@@ -37,6 +38,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/auth/authz"
 	"github.com/orca-edge/orca/controlplane/auth/node"
+	"github.com/orca-edge/orca/controlplane/auth/rbac"
 	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/pki"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -216,17 +218,31 @@ type Chain struct {
 	// ServiceAccountTokens issues TokenRequests
 	// (apiserver.Config.ServiceAccountTokens).
 	ServiceAccountTokens *serviceaccount.Issuer
+	// RBAC is the RBAC authorizer inside Authorizer, for apiserver.Config.RBAC.
+	RBAC *rbac.Authorizer
 }
 
 // Chain returns the apiserver's chain over st: TLS (ServerTLS), the union
 // of m.Authenticators with system:authenticated added to every user, and
-// the authorizer: the Node authorizer (controlplane/auth/node: a node
-// gets only what its pods need), then AllowAuthenticated for every other
-// user until RBAC lands. ctx bounds what the authorizers watch.
+// the authorizer of kube-apiserver's --authorization-mode=Node,RBAC:
+// members of system:masters first (authz.PrivilegedGroups, as
+// kube-apiserver's), then the Node authorizer (controlplane/auth/node),
+// then RBAC (controlplane/auth/rbac), both over informers of st that run
+// until ctx ends (Chain waits for their first list). RuleResolver is
+// RBAC's (SelfSubjectRulesReview); RBAC also checks writes of roles and
+// bindings for escalation (apiserver.Config.RBAC).
 func (m *Material) Chain(ctx context.Context, st *store.Store) (*Chain, error) {
-	na := node.New(st)
-	go na.Run(ctx)
-	az, err := authz.New(authz.Named{AuthorizerName: "Node", Authorizer: na}, authz.Named{AuthorizerName: "AllowAuthenticated", Authorizer: AllowAuthenticated()})
+	nodes, roles := node.New(st), rbac.NewFromStore(st)
+	go nodes.Run(ctx)
+	go roles.Run(ctx)
+	if !nodes.WaitForSync(ctx) || !roles.WaitForSync(ctx) {
+		return nil, fmt.Errorf("security: authorizer informers did not sync: %w", ctx.Err())
+	}
+	a, err := authz.New(
+		authz.Named{AuthorizerName: "Privileged", Authorizer: authz.PrivilegedGroups(user.SystemPrivilegedGroup)},
+		authz.Named{AuthorizerName: "Node", Authorizer: nodes},
+		authz.Named{AuthorizerName: "RBAC", Authorizer: roles},
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +254,9 @@ func (m *Material) Chain(ctx context.Context, st *store.Store) (*Chain, error) {
 	return &Chain{
 		TLS:                  m.ServerTLS(),
 		Authenticator:        group.NewAuthenticatedGroupAdder(union.New(authns...)),
-		Authorizer:           az,
+		Authorizer:           a,
+		RuleResolver:         roles,
+		RBAC:                 roles,
 		ServiceAccountTokens: m.ServiceAccountTokens(st),
 	}, nil
 }
@@ -263,33 +281,6 @@ func (m *Material) ClientTLS(kp *pki.KeyPair) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
-}
-
-// AllowAuthenticated returns the placeholder authorizer used until RBAC
-// (controlplane/auth/rbac) lands: it allows every request of a user in
-// system:authenticated, and health and version checks
-// (/healthz, /livez, /readyz and below, /version) of anyone, as the
-// system:public-info-viewer role of Kubernetes does. Everything else is
-// denied with no opinion, as is every request of a node
-// (system:node:<name> in system:nodes). NOT an access control: any
-// other valid credential is an admin.
-func AllowAuthenticated() authorizer.Authorizer { return authorizer.AuthorizerFunc(allowAuthenticated) }
-
-func allowAuthenticated(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if _, isNode := node.Identity(a.GetUser()); isNode {
-		return authorizer.DecisionNoOpinion, "", nil // nodes: the Node authorizer's rules only
-	}
-	if u := a.GetUser(); u != nil {
-		for _, g := range u.GetGroups() {
-			if g == user.AllAuthenticated {
-				return authorizer.DecisionAllow, "", nil
-			}
-		}
-	}
-	if !a.IsResourceRequest() && a.GetVerb() == "get" && PublicInfoPath(a.GetPath()) {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionNoOpinion, "", nil
 }
 
 // PublicInfoPath reports whether path is a health or version check, the

@@ -99,7 +99,7 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	sec := securitytest.New(t)
 	ch := sec.Chain(st)
 	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules, ServiceCIDR: cidr,
-		Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
+		Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver, RBAC: ch.RBAC})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func startCluster(t *testing.T, nodes []string) *cluster {
 	ch := sec.Chain(st)
 	api, err := apiserver.New(apiserver.Config{Store: st, NATS: nc, Modules: modules,
 		ServiceCIDR:   fmt.Sprintf("127.%d.0.0/16", 100+os.Getpid()%100),
-		Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver})
+		Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver, RBAC: ch.RBAC})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,10 +162,13 @@ func TestAuthorizeBindings(t *testing.T) {
 	if want := `RBAC: allowed by RoleBinding "deployers/team" of ClusterRole "deployer" to User "jane"`; reason != want {
 		t.Errorf("reason %q, want %q", reason, want)
 	}
-	d, reason, _ := e.a.Authorize(e.ctx, authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "bob"}, Verb: "get", Resource: "pods", Namespace: "team", ResourceRequest: true})
-	if d != none || !strings.Contains(reason, `role.rbac.authorization.k8s.io "missing" not found`) {
-		t.Errorf("dangling binding: %v %q, want no opinion naming the missing role", d, reason)
-	}
+	storetest.Eventually(t, 10*time.Second, func() error {
+		d, reason, _ := e.a.Authorize(e.ctx, authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "bob"}, Verb: "get", Resource: "pods", Namespace: "team", ResourceRequest: true})
+		if d != none || !strings.Contains(reason, `role.rbac.authorization.k8s.io "missing" not found`) {
+			return fmt.Errorf("dangling binding: %v %q, want no opinion naming the missing role", d, reason)
+		}
+		return nil
+	})
 
 	rr, nrr, incomplete, err := e.a.RulesFor(e.ctx, jane, "team")
 	if err != nil || incomplete || len(rr) != 2 || len(nrr) != 0 {

@@ -240,7 +240,7 @@ func run(ctx context.Context, o options) error {
 			MaxRequestsInFlight: o.maxInflight, MaxMutatingRequestsInFlight: o.maxMutatingInflight,
 			RequestTimeout: o.requestTimeout, MaxConnections: o.maxConnections,
 			NATSCredentials: withNATSCA(natsIssuer(o, natsAuth, "nats"), o, sec),
-			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver,
+			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver, RBAC: ch.RBAC,
 			PodSecurity: podSecurity,
 			Audit:       auditor, MaxRequestsInFlightPerUser: o.audit.maxInflightPerUser, MaxLongRunningRequestsPerUser: o.audit.maxLongRunningPerUser,
 			ServiceAccountTokens: ch.ServiceAccountTokens})

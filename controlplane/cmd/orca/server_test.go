@@ -25,7 +25,7 @@ func serveAPI(t *testing.T, cfg apiserver.Config) *testServer {
 	t.Helper()
 	sec := securitytest.New(t)
 	ch := sec.Chain(cfg.Store)
-	cfg.Authenticator, cfg.Authorizer, cfg.RuleResolver = ch.Authenticator, ch.Authorizer, ch.RuleResolver
+	cfg.Authenticator, cfg.Authorizer, cfg.RuleResolver, cfg.RBAC = ch.Authenticator, ch.Authorizer, ch.RuleResolver, ch.RBAC
 	api, err := apiserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)

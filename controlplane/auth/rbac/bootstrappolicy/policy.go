@@ -135,7 +135,9 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(v("create"), g(authenticationGroup), "selfsubjectreviews"),
 		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "system:public-info-viewer"}, Rules: []rbacv1.PolicyRule{
-			urls(v("get"), "/livez", "/readyz", "/healthz", "/version", "/version/"),
+			// orca adds the single checks (/readyz/nats): they tell no
+			// more than /readyz?verbose, which Kubernetes' rule allows.
+			urls(v("get"), "/livez", "/readyz", "/healthz", "/version", "/version/", "/livez/*", "/readyz/*", "/healthz/*"),
 		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "admin"}, AggregationRule: &rbacv1.AggregationRule{
 			ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{AggregateToAdmin: "true"}}}}},
