@@ -10,13 +10,10 @@ import (
 	"fmt"
 	"slices"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/union"
-
-	"github.com/orca-edge/orca/controlplane/auth/rbac"
 )
 
 // Forbidden returns the 403 Forbidden Status of a denied request, worded
@@ -97,22 +94,6 @@ func PrivilegedGroups(groups ...string) authorizer.Authorizer {
 					return authorizer.DecisionAllow, "", nil
 				}
 			}
-		}
-		return authorizer.DecisionNoOpinion, "", nil
-	})
-}
-
-// GroupRules returns the authorizer that allows members of group what
-// rules allow (RBAC's rule matching) and has no opinion otherwise: a
-// ClusterRole bound to a group, held in memory. orca uses it for nodes
-// (system:nodes with the system:node rules) only while no Node authorizer
-// is configured, as Kubernetes before 1.8 bound system:node to
-// system:nodes; the Node authorizer narrows that to each node's own
-// objects.
-func GroupRules(group string, rules []rbacv1.PolicyRule) authorizer.Authorizer {
-	return authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-		if u := a.GetUser(); u != nil && slices.Contains(u.GetGroups(), group) && rbac.RulesAllow(a, rules...) {
-			return authorizer.DecisionAllow, "allowed by the rules of group " + group, nil
 		}
 		return authorizer.DecisionNoOpinion, "", nil
 	})
