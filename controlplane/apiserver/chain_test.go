@@ -110,7 +110,7 @@ func TestAuthenticationChain(t *testing.T) {
 // loopback address, and plain HTTP there still needs credentials.
 func TestInsecureHTTPIsLoopbackOnlyAndAuthenticated(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("tok,bob,1002\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("tok,bob,1002,system:masters\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
