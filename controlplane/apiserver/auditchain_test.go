@@ -65,6 +65,7 @@ func TestAuditLogThroughChain(t *testing.T) {
 	}
 	var created struct{ Metadata struct{ Name, UID string } }
 	json.Unmarshal(b, &created)
+	e.allowGroup("devs")
 	jane := e.sec.HTTPClient(e.sec.User("jane", "devs"))
 	if code, _ := get(t, jane, e.url+"/api/v1/namespaces/default/configmaps/"+created.Metadata.Name, ""); code != 200 {
 		t.Fatalf("jane get: %d", code)
@@ -140,6 +141,7 @@ func contains(list []string, s string) bool {
 // while other users are served; watches have their own per-user bound.
 func TestPerUserInFlight(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *Config) { c.MaxRequestsInFlightPerUser = 2; c.MaxLongRunningRequestsPerUser = 1 }))
+	e.allowGroup("devs")
 	jane := e.sec.HTTPClient(e.sec.User("jane", "devs"))
 	bob := e.sec.HTTPClient(e.sec.User("bob", "devs"))
 	path := e.url + "/api/v1/namespaces/default/configmaps"

@@ -303,3 +303,27 @@ func TestRBACEscalation(t *testing.T) {
 		t.Errorf("namespace admin's LocalSubjectAccessReview: %d %s", code, out)
 	}
 }
+
+// allowGroup grants members of group every verb on the core group's
+// resources (a ClusterRole and ClusterRoleBinding written as the admin),
+// for tests whose users are not admins, and waits until RBAC applies it.
+func (e *env) allowGroup(group string) {
+	e.t.Helper()
+	role := "test:" + group
+	e.must(201, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/json", &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"*"}, APIGroups: []string{""}, Resources: []string{"*"}}}}, nil)
+	e.must(201, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "application/json", &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}, Subjects: []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: group}}}, nil)
+	probe := e.sec.HTTPClient(e.sec.User("probe:"+group, group))
+	storetest.Eventually(e.t, 10*time.Second, func() error {
+		resp, err := probe.Get(e.url + "/api/v1/namespaces/default/configmaps")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("group %s: %d", group, resp.StatusCode)
+		}
+		return nil
+	})
+}
