@@ -32,7 +32,7 @@ func TestTokenCommands(t *testing.T) {
 	status := func(token string) int {
 		tlsc := srv.TLS.Clone()
 		tlsc.Certificates = nil
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces", nil)
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/apis/certificates.k8s.io/v1/certificatesigningrequests", nil) // system:node-bootstrapper lists CSRs
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: tlsc}}).Do(req)
 		if err != nil {
