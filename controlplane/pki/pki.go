@@ -180,25 +180,6 @@ func (ca *CA) IssueClient(cn string, orgs ...string) (*KeyPair, error) {
 	return ca.sign(leafTemplate(pkix.Name{CommonName: cn, Organization: orgs}, x509.ExtKeyUsageClientAuth), key)
 }
 
-// SignClient signs a client certificate for pub (a CertificateSigningRequest's
-// key) with subject subj, valid for d (LeafValidity when d <= 0). Only the
-// certificate is returned; KeyPair.KeyPEM is empty.
-func (ca *CA) SignClient(pub crypto.PublicKey, subj pkix.Name, d time.Duration) (*KeyPair, error) {
-	tmpl := leafTemplate(subj, x509.ExtKeyUsageClientAuth)
-	if d > 0 {
-		tmpl.NotAfter = time.Now().Add(d)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
-	if err != nil {
-		return nil, fmt.Errorf("sign certificate for %q: %w", subj.CommonName, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &KeyPair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Cert: cert}, nil
-}
-
 // Pool returns a certificate pool holding the CA.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
