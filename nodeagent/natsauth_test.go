@@ -13,9 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/auth/natsauth"
+	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/internal/testruntime"
+	"github.com/orca-edge/orca/runtimes/logfile"
 )
 
 // An agent whose NATS user has only node permissions (natsauth.Node)
@@ -66,7 +68,7 @@ func TestAgentWithNodeNATSPermissions(t *testing.T) {
 	}
 	t.Cleanup(nst.Close)
 	rt := testruntime.New("runc")
-	e.agent("edge.1", func(c *Config) {
+	a, _ := e.agent("edge.1", func(c *Config) {
 		c.Store, c.NATS, c.API = nst, nnc, NewRelayAPI(nnc, "edge.1")
 		c.VolumeSyncPeriod = 100 * time.Millisecond
 	}, rt)
@@ -88,6 +90,31 @@ func TestAgentWithNodeNATSPermissions(t *testing.T) {
 	spec := runningSpec(t, rt, "web", "main")
 	if err := fileIs(filepath.Join(mountOf(t, spec, "/var/run/creds").HostPath, "password"), "s3cr3t"); err != nil {
 		t.Error(err)
+	}
+
+	// Logs flow over the node's subjects only (orca.node.<node>.*
+	// requests, orca.reply.<node>.* answers), acknowledged.
+	lp := simplePod("logged", "sleep", corev1.RestartPolicyNever)
+	defaultPod(t, lp)
+	lp = e.pod("edge.1", lp)
+	e.waitPod("default", "logged", 5*time.Second, phaseIs(corev1.PodRunning))
+	lf, err := logfile.OpenRotating(filepath.Join(a.podLogDir(lp.Namespace, lp.Name, lp.UID), "main", "0.log"), logfile.Rotation{MaxSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	w := lf.Writer(logfile.Stdout)
+	line := strings.Repeat("x", 100) + "\n"
+	for range 200 {
+		w.Write([]byte(line))
+	}
+	ls, err := nodeapi.OpenLogStream(cpc, "edge.1", nodeapi.LogRequest{Namespace: "default", Pod: "logged", Window: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	if got := readStream(t, ls, 10*time.Second, nil); got != strings.Repeat(line, 200) {
+		t.Errorf("log over the node's NATS user: %d bytes, want %d", len(got), 200*len(line))
 	}
 
 	// The same connection cannot write its pod's status into KV itself.
