@@ -14,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	nodeauth "github.com/orca-edge/orca/controlplane/auth/node"
 )
 
 // virtualCreates serve POST to the collection of a kind that is not
@@ -140,6 +142,10 @@ func (s *Server) serviceAccountToken(c echo.Context, ri reqInfo) error {
 	}
 	if tr.Namespace != "" && tr.Namespace != ri.namespace {
 		return apierrors.NewBadRequest(fmt.Sprintf("the namespace of the provided object (%s) does not match the namespace sent on the request (%s)", tr.Namespace, ri.namespace))
+	}
+	// NodeRestriction: a node asks only for tokens bound to its own pods.
+	if err := s.admitNode(c.Request().Context(), nodeauth.Create, ri.res, "token", ri.namespace, ri.name, &tr, nil); err != nil { // admission_node.go
+		return err
 	}
 	out, err := s.cfg.ServiceAccountTokens.Create(c.Request().Context(), ri.namespace, ri.name, &tr, isDryRun(c.Request().URL.Query()))
 	if err != nil {

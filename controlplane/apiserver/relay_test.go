@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -135,5 +136,47 @@ func TestRelayLimiter(t *testing.T) {
 	l.release("b")
 	if len(l.n) != 0 {
 		t.Fatalf("counts left after every release: %v", l.n)
+	}
+}
+
+// NodeRestriction on token requests over the relay: a node gets a token
+// bound to its own pod, not one bound to another node's pod nor an
+// unbound one (the Node authorizer lets both nodes ask: each runs a pod
+// of the ServiceAccount).
+func TestRelayNodeTokenRequests(t *testing.T) {
+	e := newEnv(t, withServiceAccountTokens())
+	ctx := context.Background()
+	for pod, node := range map[string]string{"web": "n1", "db": "n2"} {
+		if _, err := e.st.Create(ctx, store.Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: pod, UID: types.UID("uid-" + pod)},
+			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "default", Containers: []corev1.Container{{Name: "c", Image: "i"}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := func(node, pod string) *nodeapi.RelayResponse {
+		t.Helper()
+		body := `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}`
+		if pod != "" {
+			body = fmt.Sprintf(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"apiVersion":"v1","kind":"Pod","name":%q}}}`, pod)
+		}
+		resp, err := nodeapi.NewRelay(e.nc, node).Do(ctx, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts/default/token", "application/json", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	storetest.Eventually(t, 5*time.Second, func() error {
+		if resp := token("n1", "web"); resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("n1's token for its pod: %d %s", resp.StatusCode, resp.Body)
+		}
+		return nil
+	})
+	for _, c := range []struct{ node, pod, want string }{
+		{"n1", "db", "bound to a pod scheduled on a different node"},
+		{"n1", "", "not bound to a pod"},
+	} {
+		resp := token(c.node, c.pod)
+		if st := relayStatus(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(st.Message, c.want) {
+			t.Errorf("node %s, token bound to %q: %d %s; want 403 %q", c.node, c.pod, resp.StatusCode, st.Message, c.want)
+		}
 	}
 }
