@@ -246,3 +246,59 @@ func TestRelayAudited(t *testing.T) {
 		return fmt.Errorf("no audit event of the relayed request")
 	})
 }
+
+// An impersonated request is audited as Kubernetes does: user is who
+// authenticated, impersonatedUser who the request acted as; a refused
+// impersonation is a 403 audited with the decision.
+func TestAuditImpersonation(t *testing.T) {
+	var out audittest.Log
+	a, err := audit.New(audit.Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withConfig(func(c *Config) { c.Audit = a }))
+	do := func(c *http.Client, probe string) int {
+		req, _ := http.NewRequest(http.MethodGet, e.url+"/api/v1/namespaces/default/configmaps?probe="+probe, nil)
+		req.Header.Set("Impersonate-User", "jane")
+		req.Header.Add("Impersonate-Group", "devs")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	e.allowGroup("devs") // what jane may do once impersonated
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if code := do(e.http, "admin"); code != 200 {
+			return fmt.Errorf("admin impersonating jane: %d", code)
+		}
+		return nil
+	})
+	if code := do(e.sec.HTTPClient(e.sec.User("mallory")), "mallory"); code != 403 {
+		t.Fatalf("mallory impersonating jane: %d, want 403", code)
+	}
+	storetest.Eventually(t, 10*time.Second, func() error {
+		var adminEv, malloryEv *auditv1.Event
+		for _, ev := range out.Events(t) {
+			switch ev.RequestURI {
+			case "/api/v1/namespaces/default/configmaps?probe=admin":
+				if ev.ResponseStatus.Code == 200 {
+					adminEv = &ev
+				}
+			case "/api/v1/namespaces/default/configmaps?probe=mallory":
+				malloryEv = &ev
+			}
+		}
+		if adminEv == nil || malloryEv == nil {
+			return fmt.Errorf("events not written yet")
+		}
+		if adminEv.User.Username != "system:admin" || adminEv.ImpersonatedUser == nil || adminEv.ImpersonatedUser.Username != "jane" || !contains(adminEv.ImpersonatedUser.Groups, "devs") {
+			t.Errorf("admin's event: user %+v impersonated %+v", adminEv.User, adminEv.ImpersonatedUser)
+		}
+		if malloryEv.User.Username != "mallory" || malloryEv.ResponseStatus.Code != 403 || malloryEv.ImpersonatedUser != nil {
+			t.Errorf("mallory's event: user %+v impersonated %+v status %+v", malloryEv.User, malloryEv.ImpersonatedUser, malloryEv.ResponseStatus)
+		}
+		return nil
+	})
+}
