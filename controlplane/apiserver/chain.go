@@ -6,12 +6,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	k8saudit "k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/orca-edge/orca/controlplane/auth/authz"
 )
 
 // The request chain, in kube-apiserver's order (its DefaultBuildHandlerChain):
@@ -144,28 +145,4 @@ func authorizationAttributes(req *http.Request) (authorizer.AttributesRecord, er
 // `pods is forbidden: User "jane" cannot create resource "pods" in API
 // group "" in the namespace "default"`, followed by ": <reason>" when the
 // authorizer gave one.
-func forbidden(a authorizer.Attributes, reason string) error {
-	name := ""
-	if u := a.GetUser(); u != nil {
-		name = u.GetName()
-	}
-	var msg string
-	switch {
-	case !a.IsResourceRequest():
-		msg = fmt.Sprintf("User %q cannot %s path %q", name, a.GetVerb(), a.GetPath())
-	default:
-		res := a.GetResource()
-		if sub := a.GetSubresource(); sub != "" {
-			res += "/" + sub
-		}
-		if ns := a.GetNamespace(); ns != "" {
-			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", name, a.GetVerb(), res, a.GetAPIGroup(), ns)
-		} else {
-			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", name, a.GetVerb(), res, a.GetAPIGroup())
-		}
-	}
-	if reason != "" {
-		msg += ": " + reason
-	}
-	return apierrors.NewForbidden(schema.GroupResource{Group: a.GetAPIGroup(), Resource: a.GetResource()}, a.GetName(), fmt.Errorf("%s", msg))
-}
+func forbidden(a authorizer.Attributes, reason string) error { return authz.Forbidden(a, reason) }
