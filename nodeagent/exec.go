@@ -29,7 +29,7 @@ func (a *Agent) serveStreams(ctx context.Context) (*nats.Subscription, error) {
 	}
 	slots := make(chan struct{}, max)
 	return a.cfg.NATS.Subscribe(nodeapi.StreamSubject(a.cfg.NodeName), func(m *nats.Msg) {
-		if m.Reply == "" {
+		if nodeapi.NotARequest(m) {
 			return
 		}
 		select {

@@ -60,7 +60,7 @@ func (e *logError) Error() string { return e.msg }
 // serveLogs answers nodeapi.LogRequests on nodeapi.LogsSubject(node).
 func (a *Agent) serveLogs(ctx context.Context) (*nats.Subscription, error) {
 	return a.cfg.NATS.Subscribe(nodeapi.LogsSubject(a.cfg.NodeName), func(m *nats.Msg) {
-		if m.Reply == "" {
+		if nodeapi.NotARequest(m) {
 			return
 		}
 		go a.serveLog(ctx, m)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,27 @@ const (
 	// refused: the ServiceAccount controller may be about to create it.
 	defaultServiceAccountLookups = 10
 )
+
+// serviceAccountAdmissionName names the ServiceAccount plugin in the
+// registry's mutating admission.
+const serviceAccountAdmissionName = "ServiceAccount"
+
+// installServiceAccountAdmission installs admitServiceAccount as the
+// registry's mutating admission of pod creates, so the pods controllers
+// create (ReplicaSets, Jobs, DaemonSets) get their ServiceAccount, pull
+// secrets and token volume as those created through the API do, as in
+// Kubernetes, where controllers create pods through the API. A process
+// running the controllers without the apiserver (--apiserver=false)
+// installs no plugin: its pods get none of that.
+func (s *Server) installServiceAccountAdmission() {
+	s.reg.SetMutatingAdmission(serviceAccountAdmissionName, func(ctx context.Context, a registry.AdmissionAttributes) error {
+		pod, ok := a.Object.(*corev1.Pod)
+		if !ok || a.Operation != admissionv1.Create || a.Subresource != "" {
+			return nil
+		}
+		return s.admitServiceAccount(ctx, pod)
+	})
+}
 
 // admitServiceAccount is Kubernetes' ServiceAccount admission plugin for a
 // pod being created (plugin/pkg/admission/serviceaccount):

@@ -104,3 +104,45 @@ func setServerMeta(o metav1.Object) {
 	o.SetCreationTimestamp(metav1.Now())
 	o.SetGeneration(1)
 }
+
+// TestServiceAccountAdmissionOfControllerPods checks that a pod created
+// as the controllers create theirs (registry.Create, no HTTP request) goes
+// through the same ServiceAccount admission as one created through the
+// API: it gets "default", the ServiceAccount's pull secrets and the
+// kube-api-access token volume; a missing ServiceAccount refuses it.
+func TestServiceAccountAdmissionOfControllerPods(t *testing.T) {
+	e := newEnv(t, withServiceAccountTokens())
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "puller"},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}}}
+	setServerMeta(sa)
+	if _, err := e.st.Create(ctx, core.ServiceAccounts, sa); err != nil {
+		t.Fatal(err)
+	}
+	newPod := func(name, account string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: corev1.PodSpec{ServiceAccountName: account, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+	obj, err := e.srv.reg.Create(ctx, e.st, store.Pods, newPod("from-rs", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Spec.ServiceAccountName != "default" {
+		t.Errorf("serviceAccountName %q, want default", pod.Spec.ServiceAccountName)
+	}
+	if len(pod.Spec.Volumes) != 1 || !strings.HasPrefix(pod.Spec.Volumes[0].Name, serviceAccountVolumePrefix) ||
+		len(pod.Spec.Containers[0].VolumeMounts) != 1 || pod.Spec.Containers[0].VolumeMounts[0].MountPath != DefaultAPITokenMountPath {
+		t.Errorf("no kube-api-access volume mounted: %+v %+v", pod.Spec.Volumes, pod.Spec.Containers[0].VolumeMounts)
+	}
+	obj, err = e.srv.reg.Create(ctx, e.st, store.Pods, newPod("pulls", "puller"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := obj.(*corev1.Pod).Spec.ImagePullSecrets; len(ps) != 1 || ps[0].Name != "regcred" {
+		t.Errorf("imagePullSecrets %v, want the ServiceAccount's regcred", ps)
+	}
+	if _, err := e.srv.reg.Create(ctx, e.st, store.Pods, newPod("orphan", "nobody")); err == nil || !strings.Contains(err.Error(), `serviceaccount "nobody" not found`) {
+		t.Errorf("pod of a missing ServiceAccount: %v, want refused", err)
+	}
+}

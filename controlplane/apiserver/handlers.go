@@ -201,11 +201,10 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 	if err := s.admitNode(ctx, node.Create, r, "", namespace, obj.GetName(), obj, nil); err != nil { // admission_node.go
 		return nil, err
 	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		// Mutating admission, before defaults and validation.
-		if err := s.admitServiceAccount(ctx, pod); err != nil {
-			return nil, err
-		}
+	// Mutating admission (ServiceAccount, ...), before defaults and
+	// validation; controllers' creates run the same plugins (registry).
+	if err := s.reg.AdmitMutating(ctx, registry.AdmissionAttributes{Operation: admissionv1.Create, Resource: r, Object: obj}); err != nil {
+		return nil, err
 	}
 	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
 		admitCertificateSigningRequest(ctx, csr)
@@ -305,6 +304,9 @@ func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, muta
 				return nil, err
 			}
 			return nil, apierrors.NewConflict(r.GroupResource(), ri.name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		if err := s.reg.AdmitMutating(ctx, registry.AdmissionAttributes{Operation: admissionv1.Update, Resource: r, Subresource: ri.sub, Object: obj, OldObject: cur}); err != nil {
+			return nil, err
 		}
 		managed := obj.GetManagedFields() // as sent or applied: PrepareUpdate's JSON round trip drops an empty list
 		obj, err = registry.PrepareUpdate(k, ri.sub, obj, cur)

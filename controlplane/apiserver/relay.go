@@ -85,7 +85,7 @@ func (s *Server) ServeRelay(ctx context.Context) error {
 	}
 	lim := &relayLimiter{max: DefaultMaxRelayRequestsPerNode, n: map[string]int{}}
 	sub, err := s.nc.QueueSubscribe(nodeapi.RelaySubjectPrefix+"*", RelayQueue, func(m *nats.Msg) {
-		if m.Reply == "" {
+		if nodeapi.NotARequest(m) {
 			return
 		}
 		req, err := nodeapi.ParseRelayRequest(m)

@@ -257,6 +257,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.installRBACAdmission()
+	s.installServiceAccountAdmission()
 	if s.nc != nil {
 		s.watchNATS()
 	}

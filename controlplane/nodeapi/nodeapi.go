@@ -54,7 +54,10 @@
 package nodeapi
 
 import (
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nuid"
 
@@ -145,4 +148,14 @@ func (r LogRequest) ackTimeout() time.Duration {
 		return r.AckTimeout
 	}
 	return DefaultAckTimeout
+}
+
+// NotARequest reports whether m cannot be a request of a node API (logs,
+// streams, the API relay): it has no reply subject, or its reply subject
+// is JetStream's ($JS.ACK..., $JS.FC...). A client that may read a stream
+// can have nats-server deliver that stream's messages to any subject (a
+// push consumer's deliver subject is not checked against its creator's
+// permissions), with such replies; they are dropped, never served.
+func NotARequest(m *nats.Msg) bool {
+	return m.Reply == "" || strings.HasPrefix(m.Reply, "$JS.")
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
@@ -37,19 +38,7 @@ type ValidatingAdmission func(ctx context.Context, a AdmissionAttributes) error
 func (r *Registry) SetValidatingAdmission(name string, plugin ValidatingAdmission) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, p := range r.admission {
-		if p.name == name {
-			if plugin == nil {
-				r.admission = append(r.admission[:i:i], r.admission[i+1:]...)
-			} else {
-				r.admission[i].f = plugin
-			}
-			return
-		}
-	}
-	if plugin != nil {
-		r.admission = append(r.admission, namedAdmission{name, plugin})
-	}
+	r.admission = setNamed(r.admission, name, plugin)
 }
 
 // Admit runs the validating admission plugins on a; the first error
@@ -69,4 +58,55 @@ func (r *Registry) Admit(ctx context.Context, a AdmissionAttributes) error {
 type namedAdmission struct {
 	name string
 	f    ValidatingAdmission
+}
+
+// MutatingAdmission is a mutating admission plugin (Kubernetes'
+// admission.MutationInterface): it sees every create and update before
+// the kind's defaults and validation, whether the write comes through the
+// API or from a controller (Registry.Create, GuaranteedUpdate), and may
+// change a.Object in place (a.OldObject is read-only). Its error rejects
+// the write as it is (a StatusError: 403, 422, ...). Mutating plugins all
+// run before any validating one, as in Kubernetes.
+type MutatingAdmission func(ctx context.Context, a AdmissionAttributes) error
+
+// SetMutatingAdmission installs plugin under name, replacing one of the
+// same name (nil removes it). Plugins run in the order first installed.
+func (r *Registry) SetMutatingAdmission(name string, plugin MutatingAdmission) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mutating = setNamed(r.mutating, name, ValidatingAdmission(plugin))
+}
+
+// AdmitMutating runs the mutating admission plugins on a; the first error
+// rejects the write.
+func (r *Registry) AdmitMutating(ctx context.Context, a AdmissionAttributes) error {
+	r.mu.RLock()
+	plugins := r.mutating
+	r.mu.RUnlock()
+	for _, p := range plugins {
+		if err := p.f(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setNamed returns list with plugin installed under name: replacing the
+// one of that name, removing it when plugin is nil, else appended. The
+// list given is never modified (readers hold it without the lock).
+func setNamed(list []namedAdmission, name string, plugin ValidatingAdmission) []namedAdmission {
+	for i, p := range list {
+		if p.name == name {
+			out := slices.Clone(list)
+			if plugin == nil {
+				return slices.Delete(out, i, i+1)
+			}
+			out[i].f = plugin
+			return out
+		}
+	}
+	if plugin == nil {
+		return list
+	}
+	return append(slices.Clip(list), namedAdmission{name, plugin})
 }

@@ -20,6 +20,7 @@ type Registry struct {
 	byKind     map[schema.GroupVersionKind]*Kind     // guarded by mu
 	changed    chan struct{}                         // closed at the next Add or Remove; guarded by mu
 	admission  []namedAdmission                      // validating admission plugins (admission.go); guarded by mu, replaced, never modified
+	mutating   []namedAdmission                      // mutating admission plugins (admission.go); as admission
 }
 
 // New returns a registry holding kinds, in that (discovery) order. It

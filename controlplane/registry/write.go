@@ -23,7 +23,8 @@ func (r *Registry) Kind(res store.Resource) (*Kind, error) {
 }
 
 // Create stores obj, a new object of the kind stored as res, after
-// BeforeCreate and the validating admission plugins (Admit), as a create
+// the mutating admission plugins (AdmitMutating), BeforeCreate and the
+// validating admission plugins (Admit), as a create
 // through the API does (less the namespace's existence check). A generated name already taken
 // is drawn again (up to 8 names). It returns the stored object; errors
 // are the store's (409 AlreadyExists) or BeforeCreate's (422 Invalid).
@@ -36,6 +37,11 @@ func (r *Registry) Create(ctx context.Context, st *store.Store, res store.Resour
 	for attempt := 1; ; attempt++ {
 		if generate {
 			obj.SetName("")
+		}
+		if attempt == 1 {
+			if err := r.AdmitMutating(ctx, AdmissionAttributes{Operation: admissionv1.Create, Resource: res, Object: obj}); err != nil {
+				return nil, err
+			}
 		}
 		if err := BeforeCreate(k, obj); err != nil {
 			return nil, err
@@ -82,6 +88,9 @@ func (r *Registry) GuaranteedUpdateSubresource(ctx context.Context, st *store.St
 		old := cur.DeepCopyObject().(store.Object)
 		obj, err := mutate(cur)
 		if err != nil {
+			return nil, err
+		}
+		if err := r.AdmitMutating(ctx, AdmissionAttributes{Operation: admissionv1.Update, Resource: res, Subresource: sub, Object: obj, OldObject: old}); err != nil {
 			return nil, err
 		}
 		obj, err = BeforeUpdate(k, sub, obj, old)
