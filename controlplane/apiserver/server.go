@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
@@ -299,6 +300,7 @@ func (s *Server) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
+	s.waitForPolicy(ctx)
 	if s.nc != nil {
 		if err := s.ServeRelay(ctx); err != nil { // relay.go
 			ln.Close()
@@ -622,4 +624,34 @@ func checkPathNames(ri reqInfo) error {
 
 func possibleName(name string, maxLen int) bool {
 	return len(name) <= maxLen && len(path.IsValidPathSegmentName(name)) == 0
+}
+
+// waitForPolicy waits, at most 10 s, until the authorizer lets
+// system:anonymous GET /healthz, that is, until the default policy
+// Bootstrap wrote (system:public-info-viewer) reached the authorizer's
+// informers, so that health checks and the first requests of users bound
+// by default roles are not refused for the few milliseconds after a start
+// (kube-apiserver's readyz waits on its rbac/bootstrap-roles hook alike).
+// A cluster whose admin removed that binding is served after the 10 s
+// with a warning.
+func (s *Server) waitForPolicy(ctx context.Context) {
+	attrs := authorizer.AttributesRecord{User: &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}},
+		Verb: "get", Path: "/healthz"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if d, _, err := s.cfg.Authorizer.Authorize(ctx, attrs); err == nil && d == authorizer.DecisionAllow {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.log.Warn("apiserver: serving although system:anonymous may not GET /healthz (was the system:public-info-viewer binding removed?)")
+			return
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
