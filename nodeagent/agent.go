@@ -248,6 +248,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.podsDir(), 0o755); err != nil {
 		return fmt.Errorf("nodeagent: node %s: data dir: %w", a.cfg.NodeName, err)
 	}
+	// Pods' volumes hold their Secrets and ServiceAccount tokens: only
+	// root may traverse to them (the kubelet keeps its pods directory
+	// 0750 root:root). Containers see their bind-mounted volumes, WASM
+	// pods their preopens, without traversing this directory.
+	if err := os.MkdirAll(a.volumesDir(), 0o700); err != nil {
+		return fmt.Errorf("nodeagent: node %s: volumes dir: %w", a.cfg.NodeName, err)
+	}
+	if err := os.Chmod(a.volumesDir(), 0o700); err != nil { // made by an older agent
+		return fmt.Errorf("nodeagent: node %s: volumes dir: %w", a.cfg.NodeName, err)
+	}
 	a.checkRuntimes(ctx)
 	if err := a.registerNode(ctx); err != nil {
 		if ctx.Err() != nil {

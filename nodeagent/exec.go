@@ -102,7 +102,7 @@ func (a *Agent) serveStream(ctx context.Context, m *nats.Msg) {
 		_ = nodeapi.RefuseStream(a.cfg.NATS, m, lerr.status, lerr.msg)
 		return
 	}
-	s, err := nodeapi.AcceptStream(a.cfg.NATS, m, req)
+	s, err := nodeapi.AcceptStream(a.cfg.NATS, a.cfg.NodeName, m, req)
 	if err != nil {
 		a.log.Warn("accept stream", "pod", req.Namespace+"/"+req.Pod, "err", err)
 		return

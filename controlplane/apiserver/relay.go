@@ -88,6 +88,14 @@ func (s *Server) ServeRelay(ctx context.Context) error {
 		if nodeapi.NotARequest(m) {
 			return
 		}
+		node, ok := nodeapi.RelayNode(m.Subject)
+		if !ok || !nodeapi.NodeInbox(node, m.Reply) {
+			// This connection may publish anywhere: answer only below
+			// the node's own inbox, never where the sender chose (a KV
+			// key, another node's subjects).
+			s.log.Debug("API relay: dropped a request whose reply subject is not the node's inbox", "subject", m.Subject, "reply", m.Reply)
+			return
+		}
 		req, err := nodeapi.ParseRelayRequest(m)
 		if err != nil {
 			relayError(s.nc, m, apierrors.NewBadRequest(err.Error()))
@@ -121,8 +129,9 @@ func (s *Server) serveRelayRequest(ctx context.Context, m *nats.Msg, rr *nodeapi
 		relayError(s.nc, m, apierrors.NewBadRequest(fmt.Sprintf("relay request path %q is not an absolute path", rr.Path)))
 		return
 	}
-	if q := u.Query(); q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(u.Path, "/watch/") {
-		relayError(s.nc, m, apierrors.NewBadRequest("watches are not served over the API relay"))
+	if isLongRunning(&http.Request{Method: rr.Method, URL: u}) || strings.Contains(u.Path, "/watch/") {
+		// Their replies would never end: the relay answers once.
+		relayError(s.nc, m, apierrors.NewBadRequest("watches, pod logs and pod streams are not served over the API relay"))
 		return
 	}
 	nu := NodeUser(rr.Node)

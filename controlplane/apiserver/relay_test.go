@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"net/http"
 	"strings"
 	"testing"
@@ -81,7 +82,9 @@ func TestRelay(t *testing.T) {
 		t.Fatalf("POST event: %d %s", resp.StatusCode, resp.Body)
 	}
 
-	for _, path := range []string{"/api/v1/namespaces/default/configmaps?watch=true", "/api/v1/watch/namespaces/default/configmaps", "http://elsewhere/api/v1/pods", "relative"} {
+	for _, path := range []string{"/api/v1/namespaces/default/configmaps?watch=true", "/api/v1/namespaces/default/configmaps?watch=True",
+		"/api/v1/namespaces/default/configmaps?watch=t", "/api/v1/watch/namespaces/default/configmaps", "/api/v1/namespaces/default/pods/web/log",
+		"http://elsewhere/api/v1/pods", "relative"} {
 		resp, err = r.Do(ctx, http.MethodGet, path, "", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -89,6 +92,32 @@ func TestRelay(t *testing.T) {
 		if st := relayStatus(t, resp); resp.StatusCode != 400 {
 			t.Errorf("GET %s: %d %+v; want 400", path, resp.StatusCode, st)
 		}
+	}
+
+	// A request whose reply subject is not below the node's inbox is
+	// never answered: the server's connection may publish anywhere (a
+	// node could have it write a KV key).
+	for _, reply := range []string{"$KV.configmaps.default.pwn", nodeapi.NodeInboxPrefix("edge.2") + ".x", "_INBOX.x", nodeapi.NodeInboxPrefix("edge") + "_1x.y"} {
+		sub, err := e.nc.SubscribeSync(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := nats.NewMsg(nodeapi.RelaySubject("edge.1"))
+		msg.Reply = reply
+		msg.Header.Set(nodeapi.RelayHeaderMethod, http.MethodGet)
+		msg.Header.Set(nodeapi.RelayHeaderPath, "/api/v1/namespaces/default/configmaps/cfg")
+		if err := e.nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+		// A request answered after the forged one proves the forged one
+		// was handled (the queue is served in order) and not answered.
+		if _, err := r.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps/cfg", "", nil); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+			t.Errorf("a relay request with reply %q was answered there: %s", reply, m.Data)
+		}
+		sub.Unsubscribe()
 	}
 
 	big := make([]byte, e.nc.MaxPayload())

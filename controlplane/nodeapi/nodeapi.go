@@ -159,3 +159,21 @@ func (r LogRequest) ackTimeout() time.Duration {
 func NotARequest(m *nats.Msg) bool {
 	return m.Reply == "" || strings.HasPrefix(m.Reply, "$JS.")
 }
+
+// NodeInboxPrefix is the inbox prefix of node's agent: "_INBOX_<node>",
+// the node name escaped as in keys (store.EncodeName), so node "a.b"
+// ("_INBOX_a_b") never shares a prefix with node "a". A node's NATS user
+// may subscribe only below it; every subject a node names for the
+// control plane to publish to (relay replies, stream peers) must be below
+// it (NodeInbox), else the control plane, which may publish anywhere,
+// could be made to write where the node may not (a KV key).
+func NodeInboxPrefix(node string) string { return "_INBOX_" + store.EncodeName(node) }
+
+// NewNodeInbox returns a fresh inbox subject of node (below
+// NodeInboxPrefix), whatever inbox prefix the connection has.
+func NewNodeInbox(node string) string { return NodeInboxPrefix(node) + "." + nuid.Next() }
+
+// NodeInbox reports whether subject is below node's inbox prefix.
+func NodeInbox(node, subject string) bool {
+	return strings.HasPrefix(subject, NodeInboxPrefix(node)+".") && !strings.ContainsAny(subject, " \t\r\n")
+}

@@ -87,12 +87,15 @@ type RelayResponse struct {
 // connection. Safe for concurrent use.
 type Relay struct {
 	nc      *nats.Conn
+	node    string
 	subject string
 }
 
-// NewRelay returns the relay client of node over nc.
+// NewRelay returns the relay client of node over nc. Its replies come to
+// node's inbox (NewNodeInbox), whatever inbox prefix nc has: the
+// apiserver answers no other reply subject.
 func NewRelay(nc *nats.Conn, node string) *Relay {
-	return &Relay{nc: nc, subject: RelaySubject(node)}
+	return &Relay{nc: nc, node: node, subject: RelaySubject(node)}
 }
 
 // Do sends one request and waits for its reply, until ctx ends or, when
@@ -119,7 +122,7 @@ func (r *Relay) Do(ctx context.Context, method, path, contentType string, body [
 		msg.Header.Set("Content-Type", contentType)
 	}
 	msg.Data = body
-	reply, err := r.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := r.request(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("%s %s: no apiserver serves the API relay (%s)", method, path, r.subject))
@@ -176,4 +179,33 @@ func RelayReply(m *nats.Msg, nc *nats.Conn, code int, contentType string, body [
 	}
 	reply.Data = body
 	return nc.PublishMsg(reply)
+}
+
+// request publishes msg with a fresh reply subject of the node's inbox
+// and waits for the one reply, as nats.Conn.RequestMsgWithContext (NATS'
+// no-responders status is nats.ErrNoResponders).
+func (r *Relay) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+	inbox := NewNodeInbox(r.node)
+	ch := make(chan *nats.Msg, 1)
+	sub, err := r.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		return nil, err
+	}
+	msg.Reply = inbox
+	if err := r.nc.PublishMsg(msg); err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			return nil, nats.ErrNoResponders
+		}
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

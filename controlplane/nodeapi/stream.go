@@ -194,8 +194,11 @@ type Frame struct {
 type Stream struct {
 	nc   *nats.Conn
 	peer string // the other side's inbox
-	sub  *nats.Subscription
-	req  StreamRequest
+	// peerNode, on the requester's side, is the node whose agent answers:
+	// the peer it names must be below its inbox (NodeInbox).
+	peerNode string
+	sub      *nats.Subscription
+	req      StreamRequest
 
 	mu      sync.Mutex
 	sendSeq uint64        // last numbered frame published; mu must be held
@@ -425,7 +428,16 @@ func (s *Stream) next(ctx context.Context) (*nats.Msg, error) {
 			m := s.queue[0]
 			s.queue = s.queue[1:]
 			if s.peer == "" {
-				s.peer = m.Header.Get(HeaderPeer) // the agent's accept
+				peer := m.Header.Get(HeaderPeer) // the agent's accept
+				if peer != "" && s.peerNode != "" && !NodeInbox(s.peerNode, peer) {
+					// Never publish where the node chose outside its
+					// inbox: this side may publish anywhere.
+					err := fmt.Errorf("%w: node %s named %q as its inbox, which is not below %s", ErrStreamLost, s.peerNode, peer, NodeInboxPrefix(s.peerNode))
+					s.setErr(err)
+					s.mu.Unlock()
+					return nil, err
+				}
+				s.peer = peer
 			}
 			s.mu.Unlock()
 			seq, _ := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
@@ -593,6 +605,7 @@ func (s *Stream) Close() {
 func OpenStream(ctx context.Context, nc *nats.Conn, node string, req StreamRequest, openTimeout time.Duration) (*Stream, error) {
 	req.defaults()
 	s := newStream(nc, req)
+	s.peerNode = node
 	inbox := ReplyInbox(node)
 	if err := s.subscribe(inbox); err != nil {
 		return nil, fmt.Errorf("stream to pod %s/%s: subscribe: %w", req.Namespace, req.Pod, err)
@@ -635,14 +648,14 @@ func (s *Stream) recvAccept(ctx context.Context) (Frame, error) {
 	return f, nil
 }
 
-// AcceptStream is the agent's side of a request m (its Data a
+// AcceptStream is node's agent's side of a request m (its Data a
 // StreamRequest, its Reply the requester's inbox): it subscribes to a
 // fresh inbox and answers with an accept frame naming it. The request
 // must have been parsed by ParseStreamRequest.
-func AcceptStream(nc *nats.Conn, m *nats.Msg, req StreamRequest) (*Stream, error) {
+func AcceptStream(nc *nats.Conn, node string, m *nats.Msg, req StreamRequest) (*Stream, error) {
 	req.defaults()
 	s := newStream(nc, req)
-	inbox := nc.NewInbox() // under the agent's own inbox prefix
+	inbox := NewNodeInbox(node) // the requester refuses any other
 	if err := s.subscribe(inbox); err != nil {
 		return nil, fmt.Errorf("accept stream: subscribe: %w", err)
 	}

@@ -41,7 +41,7 @@ func TestStreamSurvivesNATSRestart(t *testing.T) {
 	defer cancel()
 	agentDone := make(chan error, 1)
 	serveStreams(t, agent, "n1", func(m *nats.Msg, r nodeapi.StreamRequest) {
-		s, err := nodeapi.AcceptStream(agent, m, r)
+		s, err := nodeapi.AcceptStream(agent, nodeOf(m), m, r)
 		if err != nil {
 			agentDone <- err
 			return
@@ -113,7 +113,7 @@ func TestStreamWithPeerWithoutRecv(t *testing.T) {
 	serveStreams(t, nc, "old", func(m *nats.Msg, r nodeapi.StreamRequest) {
 		// A raw agent of the earlier protocol: accepts, acks each frame
 		// it consumes with Orca-Ack only.
-		inbox := nats.NewInbox()
+		inbox := nodeapi.NewNodeInbox("old")
 		sub, _ := nc.SubscribeSync(inbox)
 		nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{nodeapi.HeaderSeq: []string{"1"}, nodeapi.HeaderPeer: []string{inbox}}})
 		for {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,12 @@ func serveStreams(t *testing.T, nc *nats.Conn, node string, f func(m *nats.Msg, 
 	t.Cleanup(func() { sub.Unsubscribe() })
 }
 
+// nodeOf is the node a stream request m was sent to (its subject is
+// nodeapi.StreamSubject(node); the test nodes' names need no escape).
+func nodeOf(m *nats.Msg) string {
+	return strings.TrimSuffix(strings.TrimPrefix(m.Subject, "orca.node."), ".stream")
+}
+
 func streamCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -44,7 +51,7 @@ func TestStreamEchoFlowControlled(t *testing.T) {
 	nc := connect(t)
 	ctx := streamCtx(t)
 	serveStreams(t, nc, "n1", func(m *nats.Msg, req nodeapi.StreamRequest) {
-		s, err := nodeapi.AcceptStream(nc, m, req)
+		s, err := nodeapi.AcceptStream(nc, nodeOf(m), m, req)
 		if err != nil {
 			t.Error(err)
 			return
@@ -139,7 +146,7 @@ func TestStreamPeerVanishes(t *testing.T) {
 	nc := connect(t)
 	ctx := streamCtx(t)
 	serveStreams(t, nc, "n1", func(m *nats.Msg, req nodeapi.StreamRequest) {
-		s, err := nodeapi.AcceptStream(nc, m, req)
+		s, err := nodeapi.AcceptStream(nc, nodeOf(m), m, req)
 		if err != nil {
 			t.Error(err)
 			return
@@ -163,7 +170,7 @@ func TestStreamStalledConsumer(t *testing.T) {
 	ctx := streamCtx(t)
 	result := make(chan error, 1)
 	serveStreams(t, nc, "n1", func(m *nats.Msg, req nodeapi.StreamRequest) {
-		s, err := nodeapi.AcceptStream(nc, m, req)
+		s, err := nodeapi.AcceptStream(nc, nodeOf(m), m, req)
 		if err != nil {
 			t.Error(err)
 			return
@@ -204,7 +211,7 @@ func TestStreamProtocolViolations(t *testing.T) {
 			ctx := streamCtx(t)
 			serveStreams(t, nc, "n1", func(m *nats.Msg, req nodeapi.StreamRequest) {
 				// A raw agent: the accept, then frames as tc.seqs numbers them.
-				nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{nodeapi.HeaderSeq: []string{"1"}, nodeapi.HeaderPeer: []string{nats.NewInbox()}}})
+				nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{nodeapi.HeaderSeq: []string{"1"}, nodeapi.HeaderPeer: []string{nodeapi.NewNodeInbox(nodeOf(m))}}})
 				for _, n := range tc.seqs {
 					nc.PublishMsg(&nats.Msg{Subject: m.Reply, Data: []byte("x"),
 						Header: nats.Header{nodeapi.HeaderSeq: []string{strconv.Itoa(n)}, nodeapi.HeaderChan: []string{"1"}}})
@@ -243,7 +250,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	sub, err := nc.Subscribe(nodeapi.StreamSubject("bench"), func(m *nats.Msg) {
 		req, _ := nodeapi.ParseStreamRequest(m.Data)
 		go func() {
-			s, err := nodeapi.AcceptStream(nc, m, req)
+			s, err := nodeapi.AcceptStream(nc, nodeOf(m), m, req)
 			if err != nil {
 				return
 			}
@@ -279,5 +286,27 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	}
 	if n != b.N*len(payload) {
 		b.Fatalf("got %d bytes, want %d", n, b.N*len(payload))
+	}
+}
+
+// An agent that names a peer subject outside its node's inbox (a KV key)
+// gets no stream: the requester's connection may publish anywhere, so it
+// never publishes there.
+func TestStreamPeerOutsideNodeInbox(t *testing.T) {
+	nc := connect(t)
+	ctx := streamCtx(t)
+	target, err := nc.SubscribeSync("$KV.nodes.n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveStreams(t, nc, "n2", func(m *nats.Msg, req nodeapi.StreamRequest) {
+		nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{nodeapi.HeaderSeq: []string{"1"}, nodeapi.HeaderPeer: []string{"$KV.nodes.n1"}}})
+	})
+	_, err = nodeapi.OpenStream(ctx, nc, "n2", nodeapi.StreamRequest{Namespace: "default", Pod: "p", Container: "c", Kind: nodeapi.StreamExec, Command: []string{"sh"}}, 5*time.Second)
+	if !errors.Is(err, nodeapi.ErrStreamLost) {
+		t.Fatalf("OpenStream with a peer outside the node's inbox: %v, want ErrStreamLost", err)
+	}
+	if m, err := target.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("the requester published to the named peer: %v", m.Header)
 	}
 }

@@ -36,7 +36,7 @@ const (
 // NodeInboxPrefix is the inbox prefix of node's agent: "_INBOX_<node>",
 // the node name escaped as a NATS token (store.EncodeName), so node "a.b"
 // ("_INBOX_a_b") never shares a prefix with node "a".
-func NodeInboxPrefix(node string) string { return "_INBOX_" + store.EncodeName(node) }
+func NodeInboxPrefix(node string) string { return nodeapi.NodeInboxPrefix(node) }
 
 // RelaySubject is where node's agent sends its API requests (the relay,
 // served by the apiserver as user system:node:<node>): only that node may
