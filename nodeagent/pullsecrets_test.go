@@ -82,9 +82,13 @@ func TestImagePullSecrets(t *testing.T) {
 		}
 		return nil
 	})
-	if got := denied(); !errThenBackOff(got) {
-		t.Errorf("waiting reasons of the pod without a secret: %v, want ErrImagePull then ImagePullBackOff", got)
-	}
+	// The watch may deliver the last state after waitPod read it.
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if got := denied(); !errThenBackOff(got) {
+			return fmt.Errorf("waiting reasons of the pod without a secret: %v, want ErrImagePull then ImagePullBackOff", got)
+		}
+		return nil
+	})
 	eventually(t, "denied", "Failed", "failed to pull image", e)
 
 	p := simplePod("allowed", ref, corev1.RestartPolicyNever)
