@@ -27,9 +27,21 @@ func TestNode(t *testing.T) {
 					t.Errorf("node %+v", n)
 				}
 			}},
+		{Name: "podCIDR set from empty", Old: node("4"), Obj: withCIDR(node("4"), "10.1.0.0/24")},
+		{Name: "podCIDR changed", Old: withCIDR(node("4"), "10.1.0.0/24"), Obj: withCIDR(node("4"), "10.2.0.0/24"),
+			Errors: []string{"FieldValueForbidden:spec.podCIDR", "FieldValueForbidden:spec.podCIDRs"}},
+		{Name: "podCIDRs removed", Old: withCIDR(node("4"), "10.1.0.0/24"), Obj: node("4"),
+			Errors: []string{"FieldValueForbidden:spec.podCIDR", "FieldValueForbidden:spec.podCIDRs"}},
+		{Name: "providerID changed", Old: func() *corev1.Node { n := node("4"); n.Spec.ProviderID = "orca://a"; return n }(),
+			Obj: func() *corev1.Node { n := node("4"); n.Spec.ProviderID = "orca://b"; return n }(), Errors: []string{"FieldValueForbidden:spec.providerID"}},
 	})
 	registrytest.CheckTable(t, Node(), node("4"))
 	if row := Node().Row(node("4")); row[1] != "Ready" || row[2] != "edge" {
 		t.Errorf("row %v", row)
 	}
+}
+
+func withCIDR(n *corev1.Node, cidr string) *corev1.Node {
+	n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
+	return n
 }
