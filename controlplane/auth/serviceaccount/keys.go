@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/orca-edge/orca/controlplane/pki"
 )
 
 // LoadOrCreateSigningKey reads the PEM private key at path (EC, RSA or
@@ -29,7 +31,10 @@ func LoadOrCreateSigningKey(path string) (crypto.Signer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("service account signing key: %w", err)
 		}
-		if err := writeFileAtomic(path, pemData); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("service account signing key %s: %w", path, err)
+		}
+		if err := pki.WriteFileAtomic(path, pemData, 0o600); err != nil { // a crash leaves no half key
 			return nil, fmt.Errorf("service account signing key %s: %w", path, err)
 		}
 		return ParseSigningKey(pemData, path)
@@ -38,35 +43,6 @@ func LoadOrCreateSigningKey(path string) (crypto.Signer, error) {
 		return nil, fmt.Errorf("service account signing key: %w", err)
 	}
 	return ParseSigningKey(data, path)
-}
-
-// writeFileAtomic writes data to path (mode 0600, directory 0700) through
-// a temporary file renamed into place, so a crash leaves no half key.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // ParseSigningKey parses a PEM private key (EC, RSA or PKCS#8) for
