@@ -154,6 +154,10 @@ type Config struct {
 	// ServiceAccountTokens issues the tokens of serviceaccounts/token
 	// (TokenRequest). Nil: that subresource answers 503.
 	ServiceAccountTokens *serviceaccount.Issuer
+	// Profiling serves Go's profiles under /debug/pprof to users the
+	// Authorizer lets get those non-resource URLs (installProfiling), as
+	// kube-apiserver's --profiling. Default false.
+	Profiling bool
 }
 
 // Server is the REST apiserver. Create it with New.
@@ -417,6 +421,9 @@ func (s *Server) routes() *echo.Echo {
 		e.GET("/"+ep+"/*", s.health(ep))
 	}
 	e.GET("/version", s.version)
+	if s.cfg.Profiling {
+		s.installProfiling(e)
+	}
 	e.GET("/openapi/v2", s.openAPIV2)
 	e.GET("/openapi/v3", s.openAPIRoot)
 	e.GET("/openapi/v3/*", s.openAPIGroupVersion)

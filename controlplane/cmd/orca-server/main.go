@@ -64,6 +64,7 @@ type options struct {
 	audit          auditOptions
 
 	clusterSigningDuration time.Duration
+	profiling              bool
 }
 
 func main() {
@@ -109,6 +110,10 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.IntVar(&o.maxMutatingInflight, "max-mutating-requests-inflight", 200, "mutating API requests served at once; more get 429")
 	f.DurationVar(&o.requestTimeout, "request-timeout", time.Minute, "time an API request (body included) may take, watches and logs excepted")
 	f.IntVar(&o.maxConnections, "max-connections", 4096, "HTTP connections the apiserver holds at once; more wait to be accepted")
+	// Off by default, unlike kube-apiserver's (true): the CIS Kubernetes
+	// Benchmark asks for --profiling=false, and an edge control plane is
+	// often reachable from networks its admins do not control.
+	f.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles under /debug/pprof on the apiserver, to users allowed the non-resource URLs /debug/pprof and /debug/pprof/* (by default system:masters and cluster-admin)")
 	addNATSAuthFlags(f, &o.nats)
 	o.encryption.addFlags(f)
 	addSecurityFlags(f, &o)
@@ -243,7 +248,7 @@ func run(ctx context.Context, o options) error {
 			TLS:             ch.TLS, InsecureAddr: o.insecureAddr, Authenticator: ch.Authenticator, Authorizer: ch.Authorizer, RuleResolver: ch.RuleResolver, RBAC: ch.RBAC,
 			PodSecurity: podSecurity,
 			Audit:       auditor, MaxRequestsInFlightPerUser: o.audit.maxInflightPerUser, MaxLongRunningRequestsPerUser: o.audit.maxLongRunningPerUser,
-			ServiceAccountTokens: ch.ServiceAccountTokens})
+			ServiceAccountTokens: ch.ServiceAccountTokens, Profiling: o.profiling})
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,7 @@ type options struct {
 	natsCreds  string
 	natsCAFile string
 	natsURLSet bool // --nats-url given: it wins over the servers of the credentials
+	profiling  profilingOptions
 }
 
 // podNetOptions are the pod network's flags (nodeagent/podnet).
@@ -124,6 +125,7 @@ func main() {
 	f.DurationVar(&o.join.timeout, "join-timeout", 2*time.Minute, "how long joining may take")
 	f.StringVar(&o.natsCAFile, "nats-ca-file", "", "CA bundle (PEM) the NATS server's TLS certificate is verified with: orca-server's <data-dir>/tls/ca.crt (default: the one a join wrote, else the system's)")
 	f.StringVar(&o.natsCreds, "nats-creds", "", "NATS .creds file of this node's user (default: the one a join wrote under --data-dir/nats, if any)")
+	o.profiling.addFlags(f)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -138,6 +140,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+	if _, err := o.profiling.start(ctx); err != nil {
+		return err
+	}
 	labels := map[string]string{}
 	for _, kv := range o.labels {
 		k, v, ok := strings.Cut(kv, "=")
