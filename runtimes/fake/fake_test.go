@@ -1,0 +1,111 @@
+package fake_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/fake"
+	"github.com/orca-edge/orca/runtimes/runtimetest"
+)
+
+func TestConformance(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtimes.Runtime { return fake.New(fake.Config{}) },
+		runtimetest.Images{Job: fake.JobImage, Missing: "registry.invalid/missing:v1", Timeout: 10 * time.Second})
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Any image but the job runs until stopped; Stop ends it with the exit
+// code of SIGTERM, or of SIGKILL after the grace period when it ignores
+// SIGTERM.
+func TestStopExitCodes(t *testing.T) {
+	rt := fake.New(fake.Config{})
+	c := ctx(t)
+	for name, tc := range map[string]struct {
+		env   []string
+		grace time.Duration
+		code  int32
+	}{
+		"SIGTERM":                   {nil, time.Minute, fake.ExitCodeSIGTERM},
+		"ignores SIGTERM":           {[]string{"IGNORE_SIGTERM=true"}, 50 * time.Millisecond, fake.ExitCodeSIGKILL},
+		"ignores SIGTERM, no grace": {[]string{"IGNORE_SIGTERM=true"}, 0, fake.ExitCodeSIGKILL},
+	} {
+		spec := runtimes.TaskSpec{ID: name, PodName: "p", Image: "nginx:1.27", Env: tc.env}
+		st, err := rt.Start(c, spec)
+		if err != nil || st.State != runtimes.StateRunning {
+			t.Fatalf("%s: Start = %+v, %v", name, st, err)
+		}
+		if st, _ := rt.Inspect(c, spec.ID); st.State != runtimes.StateRunning || st.ImageID == "" {
+			t.Fatalf("%s: Inspect = %+v, want running with an image ID", name, st)
+		}
+		begin := time.Now()
+		if err := rt.Stop(c, spec.ID, tc.grace); err != nil {
+			t.Fatalf("%s: Stop: %v", name, err)
+		}
+		st, err = rt.Wait(c, spec.ID)
+		if err != nil || st.State != runtimes.StateExited || st.ExitCode != tc.code || st.Reason != "Error" {
+			t.Errorf("%s: after Stop = %+v, %v; want exited %d Error", name, st, err, tc.code)
+		}
+		if tc.code == fake.ExitCodeSIGKILL && time.Since(begin) < tc.grace {
+			t.Errorf("%s: killed before its grace period of %v", name, tc.grace)
+		}
+	}
+}
+
+// Env makes any image exit by itself; bad values are a config error.
+func TestTimedExit(t *testing.T) {
+	rt := fake.New(fake.Config{})
+	c := ctx(t)
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "a", Image: "app", Env: []string{"EXIT_CODE=4", "SLEEP_SECONDS=0.05"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Wait(c, "a"); err != nil || st.ExitCode != 4 || st.Reason != "Error" {
+		t.Errorf("Wait = %+v, %v; want exit 4", st, err)
+	}
+	for _, env := range []string{"EXIT_CODE=x", "EXIT_CODE=300", "SLEEP_SECONDS=-1"} {
+		_, err := rt.Start(c, runtimes.TaskSpec{ID: env, Image: "app", Env: []string{env}})
+		if !errors.Is(err, runtimes.ErrCreateContainerConfig) {
+			t.Errorf("%s: Start = %v, want ErrCreateContainerConfig", env, err)
+		}
+	}
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "bad", Image: "has space"}); !errors.Is(err, runtimes.ErrInvalidImageName) {
+		t.Errorf("image with a space: %v, want ErrInvalidImageName", err)
+	}
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "a", Image: "app"}); err == nil {
+		t.Error("a second task with the same ID started")
+	}
+}
+
+// Exec succeeds at once, except "false" and "exit N".
+func TestExec(t *testing.T) {
+	rt := fake.New(fake.Config{})
+	c := ctx(t)
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "a", Image: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]int32{"cat": 0, "false": 1, "exit": 7} {
+		argv := []string{cmd}
+		if cmd == "exit" {
+			argv = append(argv, "7")
+		}
+		if code, err := rt.Exec(c, "a", runtimes.ExecOptions{Command: argv}); err != nil || code != want {
+			t.Errorf("exec %v = %d, %v; want %d", argv, code, err, want)
+		}
+	}
+	if err := rt.Close(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Exec(c, "a", runtimes.ExecOptions{Command: []string{"cat"}}); err == nil {
+		t.Error("exec in a task killed by Close succeeded")
+	}
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "b", Image: "app"}); err == nil {
+		t.Error("Start after Close succeeded")
+	}
+}
