@@ -63,6 +63,11 @@ type options struct {
 	natsCAFile string
 	natsURLSet bool // --nats-url given: it wins over the servers of the credentials
 	profiling  profilingOptions
+	// hollow nodes: see hollow.go
+	hollow         int
+	hollowPrefix   string
+	hollowCapacity []string
+	nodeNameSet    bool // --node-name given
 }
 
 // podNetOptions are the pod network's flags (nodeagent/podnet).
@@ -82,6 +87,15 @@ func (p podNetOptions) config() *podnet.Config {
 }
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newCommand().ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// newCommand returns the orca-agent command with its flags.
+func newCommand() *cobra.Command {
 	var o options
 	host, _ := os.Hostname()
 	cmd := &cobra.Command{
@@ -90,6 +104,7 @@ func main() {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.natsURLSet = cmd.Flags().Changed("nats-url")
+			o.nodeNameSet = cmd.Flags().Changed("node-name")
 			return run(cmd.Context(), o)
 		},
 	}
@@ -126,12 +141,8 @@ func main() {
 	f.StringVar(&o.natsCAFile, "nats-ca-file", "", "CA bundle (PEM) the NATS server's TLS certificate is verified with: orca-server's <data-dir>/tls/ca.crt (default: the one a join wrote, else the system's)")
 	f.StringVar(&o.natsCreds, "nats-creds", "", "NATS .creds file of this node's user (default: the one a join wrote under --data-dir/nats, if any)")
 	o.profiling.addFlags(f)
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		os.Exit(1)
-	}
+	addHollowFlags(f, &o)
+	return cmd
 }
 
 func run(ctx context.Context, o options) error {
@@ -175,33 +186,12 @@ func run(ctx context.Context, o options) error {
 	// and cut off from the cluster.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	natsOpts, natsURL, bindOnly, err := natsIdentity(ctx, o, o.natsURLSet)
+	if o.hollow != 0 {
+		return runHollow(ctx, o, labels, fail)
+	}
+	nc, bindOnly, err := connectNATS(ctx, o, fail)
 	if err != nil {
 		return err
-	}
-	o.natsURL = natsURL
-	if o.natsCAFile != "" {
-		if _, err := os.Stat(o.natsCAFile); err != nil {
-			return fmt.Errorf("--nats-ca-file: %w", err)
-		}
-		natsOpts = append(natsOpts, nats.RootCAs(o.natsCAFile))
-	}
-	nc, err := nats.Connect(o.natsURL, append(natsOpts, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil { // nil: we closed the connection ourselves
-				slog.Warn("NATS disconnected; pods keep running", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { slog.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
-		nats.ClosedHandler(func(c *nats.Conn) {
-			if ctx.Err() == nil {
-				err := fmt.Errorf("NATS connection closed: %v", c.LastError())
-				slog.Error("orca-agent cannot go on without NATS; exiting", "err", err)
-				fail(err)
-			}
-		}))...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", o.natsURL, err)
 	}
 	defer nc.Close()
 	st, err := store.New(nc, store.Config{BindOnly: bindOnly})
@@ -242,7 +232,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	slog.Info("orca-agent starting", "runtimes", agentHandlers(rts), "nats", o.natsURL, "nodeIP", o.nodeIP, "dataDir", o.dataDir)
+	slog.Info("orca-agent starting", "runtimes", agentHandlers(rts), "nats", nc.Servers(), "nodeIP", o.nodeIP, "dataDir", o.dataDir)
 	err = agent.Run(ctx)
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
@@ -299,6 +289,47 @@ func startContainerd(ctx context.Context, o options, st *store.Store) (*containe
 
 // imageGC is the image garbage collection of the flags (0 and negative
 // thresholds are refused by nodeagent.New; a minimum age of 0 is none).
+// connectNATS connects to NATS as node o.nodeName with the identity of
+// natsIdentity (joining first when needed). A connection nats.go closes
+// for good (the server closed it for a protocol error; it does not
+// reconnect then) calls fail, so the process ends with an error and its
+// supervisor restarts it instead of leaving it up and cut off from the
+// cluster. bindOnly is natsIdentity's.
+func connectNATS(ctx context.Context, o options, fail context.CancelCauseFunc) (nc *nats.Conn, bindOnly bool, err error) {
+	natsOpts, natsURL, bindOnly, err := natsIdentity(ctx, o, o.natsURLSet)
+	if err != nil {
+		return nil, false, err
+	}
+	if o.natsCAFile != "" {
+		if _, err := os.Stat(o.natsCAFile); err != nil {
+			return nil, false, fmt.Errorf("--nats-ca-file: %w", err)
+		}
+		natsOpts = append(natsOpts, nats.RootCAs(o.natsCAFile))
+	}
+	log := slog.Default()
+	if o.hollow > 0 {
+		log = log.With("node", o.nodeName)
+	}
+	nc, err = nats.Connect(natsURL, append(natsOpts, nats.Name("orca-agent "+o.nodeName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: we closed the connection ourselves
+				log.Warn("NATS disconnected; pods keep running", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			if ctx.Err() == nil {
+				err := fmt.Errorf("NATS connection of node %s closed: %v", o.nodeName, c.LastError())
+				log.Error("orca-agent cannot go on without NATS; exiting", "err", err)
+				fail(err)
+			}
+		}))...)
+	if err != nil {
+		return nil, false, fmt.Errorf("connect to NATS %s: %w", natsURL, err)
+	}
+	return nc, bindOnly, nil
+}
+
 func imageGC(o options) nodeagent.ImageGCConfig {
 	c := nodeagent.ImageGCConfig{HighThresholdPercent: o.imageGCHigh, LowThresholdPercent: o.imageGCLow, MinAge: o.imageGCMinAge}
 	if c.HighThresholdPercent == 0 {
