@@ -235,14 +235,14 @@ func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 		// The slots are held until the request timeout; it is long
 		// enough that a loaded machine still sees the third request
 		// while they are.
-		c.RequestTimeout = 6 * time.Second
+		c.RequestTimeout = 12 * time.Second
 		c.MaxMutatingRequestsInFlight = 2
 		c.MaxRequestsInFlight = 2
 	}))
 	path := "/api/v1/namespaces/default/configmaps"
 	held := []net.Conn{e.slowBody("POST", path, 100), e.slowBody("POST", path, 100)}
 	// Both slots are taken once the third request is refused.
-	storetest.Eventually(t, 6*time.Second, func() error {
+	storetest.Eventually(t, 10*time.Second, func() error {
 		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"metadata":{"generateName":"c-"}}`))
 		resp, err := e.http.Do(req)
 		if err != nil {
@@ -265,7 +265,7 @@ func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 	e.must(http.StatusOK, http.MethodGet, "/readyz", "", nil, nil)
 	e.must(http.StatusOK, http.MethodGet, path, "", nil, nil)
 	for i, conn := range held {
-		if err := conn.SetReadDeadline(time.Now().Add(15 * time.Second)); err != nil {
+		if err := conn.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
