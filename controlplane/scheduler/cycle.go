@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,16 +29,15 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) error {
 	if !s.responsible(pod) {
 		return nil
 	}
+	if s.cache.IsAssumedPod(key) {
+		return nil // bound already; the informer has not caught up
+	}
 	s.mu.Lock()
-	_, isAssumed := s.assumed[key]
 	seq := s.moveSeq
 	s.mu.Unlock()
-	if isAssumed {
-		return nil // bound already; the cache has not caught up
-	}
 
-	nodes := s.snapshot()
-	node, fitErr, err := s.findNode(ctx, pod, nodes)
+	s.cache.UpdateSnapshot(s.snapshot)
+	node, fitErr, err := s.findNode(ctx, pod, s.snapshot.List())
 	if err != nil {
 		return errorf(pod, "%w", err)
 	}
@@ -130,20 +130,21 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node string) erro
 	key := store.KeyOf(pod)
 	assumed := pod.DeepCopy()
 	assumed.Spec.NodeName = node
-	s.mu.Lock()
-	s.assumed[key] = assumed
-	delete(s.unschedulable, key)
-	s.mu.Unlock()
+	if err := s.cache.AssumePod(assumed); err != nil {
+		return errorf(pod, "%w", err)
+	}
+	s.forget(key)
 
 	_, err := s.store.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
 	if err == nil {
+		s.cache.FinishBinding(assumed, time.Now())
 		s.log.Info("pod bound", "pod", key, "node", node)
 		s.events.Event(pod, "", corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s to %s", key, node))
 		return nil
 	}
-	s.mu.Lock()
-	delete(s.assumed, key)
-	s.mu.Unlock()
+	if err := s.cache.ForgetPod(assumed); err != nil {
+		s.log.Debug("cache: forget pod", "err", err)
+	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		s.log.Info("pod not bound: changed meanwhile", "pod", key, "node", node, "err", err)
 		return nil

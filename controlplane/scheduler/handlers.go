@@ -8,8 +8,9 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// addHandlers wires the informers to the queue. Handlers run outside the
-// informers' locks, one goroutine per handler (store.Handler).
+// addHandlers wires the informers to the cache and the queue. Handlers
+// run outside the informers' locks, one goroutine per handler
+// (store.Handler).
 func (s *Scheduler) addHandlers() {
 	s.pods.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) {
@@ -31,12 +32,28 @@ func (s *Scheduler) addHandlers() {
 		},
 	})
 	s.nodes.AddHandler(store.Handler{
-		OnAdd: func(o store.Object) { s.moveAllToActive("node added") },
+		OnAdd: func(o store.Object) {
+			if n, ok := o.(*corev1.Node); ok {
+				s.cache.AddNode(n)
+				s.moveAllToActive("node added")
+			}
+		},
 		OnUpdate: func(oldObj, newObj store.Object) {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := newObj.(*corev1.Node)
-			if ok1 && ok2 && nodeSchedulingChanged(o, n) {
+			if !ok1 || !ok2 {
+				return
+			}
+			s.cache.UpdateNode(o, n)
+			if nodeSchedulingChanged(o, n) {
 				s.moveAllToActive("node updated")
+			}
+		},
+		OnDelete: func(o store.Object) {
+			if n, ok := o.(*corev1.Node); ok {
+				if err := s.cache.RemoveNode(n); err != nil {
+					s.log.Debug("cache: remove node", "err", err)
+				}
 			}
 		},
 	})
@@ -52,9 +69,49 @@ func (s *Scheduler) addHandlers() {
 	})
 }
 
+// holdsRoom reports whether pod counts on a node: bound and not finished.
+func holdsRoom(pod *corev1.Pod) bool { return pod.Spec.NodeName != "" && !isTerminal(pod) }
+
+// primeCache adds every node and every pod that holds room, as the
+// informers hold them now, to the cache. Run calls it once the informers
+// have synced, so that the cache is complete even when a shared informer
+// synced before this scheduler's handlers were added (their first adds may
+// still be queued then); the handlers' later events repeat some of these
+// adds, which the cache takes as replacements.
+func (s *Scheduler) primeCache() {
+	for _, o := range s.nodes.List("", nil) {
+		if n, ok := o.(*corev1.Node); ok {
+			s.cache.AddNode(n)
+		}
+	}
+	for _, o := range s.pods.List("", nil) {
+		if p, ok := o.(*corev1.Pod); ok && holdsRoom(p) {
+			s.cacheAddPod(p)
+		}
+	}
+}
+
+// cacheAddPod adds a pod holding room to the cache; an error (an unbound
+// pod) is a bug in the caller and only logged.
+func (s *Scheduler) cacheAddPod(pod *corev1.Pod) {
+	if err := s.cache.AddPod(pod); err != nil {
+		s.log.Error("cache: add pod", "err", err)
+	}
+}
+
+// cacheRemovePod takes pod off the cache if it holds it.
+func (s *Scheduler) cacheRemovePod(pod *corev1.Pod) {
+	_ = s.cache.RemovePod(pod) // an error says only that it was not there
+}
+
 func (s *Scheduler) onPodAdd(pod *corev1.Pod) {
 	key := store.KeyOf(pod)
 	if pod.Spec.NodeName != "" {
+		if holdsRoom(pod) {
+			s.cacheAddPod(pod)
+		} else {
+			s.cacheRemovePod(pod) // finished: an assumption of it goes
+		}
 		s.forget(key)
 		return
 	}
@@ -65,6 +122,17 @@ func (s *Scheduler) onPodAdd(pod *corev1.Pod) {
 
 func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
 	key := store.KeyOf(pod)
+	switch {
+	case holdsRoom(pod):
+		// Bound now (the informer confirms an assumption, or another
+		// party bound it), or an update of a bound pod.
+		s.cacheAddPod(pod)
+	case holdsRoom(old) || pod.Spec.NodeName != "":
+		// Finished, or unbound by a relist; an assumption of a pod seen
+		// bound and finished at once goes too. (An unbound pod's
+		// assumption stays: its binding is being written.)
+		s.cacheRemovePod(pod)
+	}
 	if pod.Spec.NodeName != "" {
 		s.forget(key)
 		// A pod that leaves its node or stops running frees room.
@@ -91,20 +159,18 @@ func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
 
 func (s *Scheduler) onPodDelete(pod *corev1.Pod) {
 	key := store.KeyOf(pod)
-	s.mu.Lock()
-	_, wasAssumed := s.assumed[key]
-	s.mu.Unlock()
+	wasAssumed := s.cache.IsAssumedPod(key)
+	s.cacheRemovePod(pod)
 	s.forget(key)
 	if pod.Spec.NodeName != "" || wasAssumed {
 		s.moveAllToActive("pod deleted")
 	}
 }
 
-// forget drops key from the unschedulable and assumed sets.
+// forget drops key from the unschedulable set.
 func (s *Scheduler) forget(key string) {
 	s.mu.Lock()
 	delete(s.unschedulable, key)
-	delete(s.assumed, key)
 	s.mu.Unlock()
 }
 

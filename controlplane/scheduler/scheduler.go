@@ -14,6 +14,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/scheduler/framework"
+	"github.com/orca-edge/orca/controlplane/scheduler/internal/cache"
 	"github.com/orca-edge/orca/controlplane/scheduler/nodeaffinity"
 	"github.com/orca-edge/orca/controlplane/scheduler/nodename"
 	"github.com/orca-edge/orca/controlplane/scheduler/nodeports"
@@ -29,6 +30,13 @@ import (
 // DefaultSchedulerName is the spec.schedulerName served when Config.Name is
 // empty (and the name the apiserver defaults pods to).
 const DefaultSchedulerName = corev1.DefaultSchedulerName
+
+// AssumedPodTTL is how long the cache keeps a pod assumed on its node after
+// its binding was written when the pod informer never shows it bound
+// (kube-scheduler's durationToExpireAssumedPod of 15 minutes, before it
+// became 0, "never"): a safety net only, as the informer's update normally
+// confirms the assumption within milliseconds.
+const AssumedPodTTL = 15 * time.Minute
 
 // DefaultRetryInterval is how often unschedulable pods are retried when no
 // event has done it before.
@@ -99,6 +107,13 @@ type Scheduler struct {
 	queue                       workqueue.TypedRateLimitingInterface[string]
 	events                      *events.Recorder
 
+	// cache holds the nodes and the pods on them (bound, or assumed by
+	// this scheduler), updated by the informer handlers; snapshot is the
+	// cycle's copy of it, updated at the start of each cycle (only the
+	// scheduling goroutine touches it).
+	cache    *cache.Cache
+	snapshot *cache.Snapshot
+
 	// mu guards the fields below. Never call an informer method while
 	// holding it: informers call the event handlers, which take mu, with
 	// their own lock held.
@@ -107,9 +122,6 @@ type Scheduler struct {
 	// message of their last attempt; they wait for an event or the
 	// periodic retry.
 	unschedulable map[string]string
-	// assumed holds pods this scheduler bound (a copy with spec.nodeName
-	// set) until the pod informer shows them bound.
-	assumed map[string]*corev1.Pod
 	// moveSeq counts moveAllToActive calls, so a cycle can tell that the
 	// cluster changed while it ran.
 	moveSeq uint64
@@ -137,11 +149,12 @@ func New(cfg Config) (*Scheduler, error) {
 		name:           cfg.Name,
 		retry:          cfg.RetryInterval,
 		log:            cfg.Logger.With("component", "scheduler", "scheduler", cfg.Name),
-		pods:           store.NewInformer(cfg.Store, store.Pods, store.WithIndexers(store.PodIndexers())),
+		pods:           store.NewInformer(cfg.Store, store.Pods),
 		nodes:          store.NewInformer(cfg.Store, store.Nodes),
 		runtimeClasses: store.NewInformer(cfg.Store, store.RuntimeClasses),
 		unschedulable:  map[string]string{},
-		assumed:        map[string]*corev1.Pod{},
+		cache:          cache.New(AssumedPodTTL),
+		snapshot:       cache.NewSnapshot(),
 		events:         events.New(cfg.Store, cfg.Name, ""),
 	}
 	s.plugins = cfg.Plugins(s.lookupRuntimeClass)
@@ -178,13 +191,16 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.events.Run(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.cache.Run(ctx) }()
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
 	for _, inf := range []*store.Informer{s.pods, s.nodes, s.runtimeClasses} {
 		if !inf.WaitForSync(ctx) {
 			return nil
 		}
 	}
-	s.log.Info("scheduler started", "retryInterval", s.retry)
+	s.primeCache()
+	s.log.Info("scheduler started", "retryInterval", s.retry, "nodes", s.cache.NodeCount(), "podsOnNodes", s.cache.PodCount())
 
 	wg.Add(1)
 	go func() {

@@ -61,8 +61,12 @@ func PodHostPorts(pod *corev1.Pod) []HostPort {
 // plugins only read it.
 type NodeInfo struct {
 	// Node is the node object (shared with the informer cache: read only).
+	// It is nil only inside the scheduler's cache, for a node that was
+	// removed while pods are still accounted on it; such a NodeInfo is never
+	// handed to a plugin.
 	Node *corev1.Node
-	// Pods are the non-terminal pods on the node (read only).
+	// Pods are the non-terminal pods on the node (read only), in no
+	// particular order.
 	Pods []*corev1.Pod
 	// Allocatable is node.status.allocatable (capacity when allocatable is
 	// empty). Pods is 0 when the node states no pod limit.
@@ -74,33 +78,100 @@ type NodeInfo struct {
 	NonZeroRequested Resource
 	// UsedPorts are the hostPorts held by Pods.
 	UsedPorts []HostPort
+	// Generation is set by the scheduler's cache to a number larger than
+	// any before each time it changes the NodeInfo, so that a snapshot
+	// copies only the nodes whose generation moved since it was last
+	// updated (kube-scheduler's NodeInfo.Generation). NewNodeInfo and the
+	// methods below leave it alone.
+	Generation int64
 }
 
 // NewNodeInfo returns the NodeInfo of node with the given pods.
 func NewNodeInfo(node *corev1.Node, pods ...*corev1.Pod) *NodeInfo {
-	ni := &NodeInfo{Node: node}
-	alloc := node.Status.Allocatable
-	if len(alloc) == 0 {
-		alloc = node.Status.Capacity
-	}
-	ni.Allocatable = NewResource(alloc)
+	ni := &NodeInfo{}
+	ni.SetNode(node)
 	for _, p := range pods {
 		ni.AddPod(p)
 	}
 	return ni
 }
 
+// SetNode sets the node object (nil: the node is gone) and its allocatable
+// resources; the pods stay.
+func (ni *NodeInfo) SetNode(node *corev1.Node) {
+	ni.Node = node
+	ni.Allocatable = Resource{}
+	if node == nil {
+		return
+	}
+	alloc := node.Status.Allocatable
+	if len(alloc) == 0 {
+		alloc = node.Status.Capacity
+	}
+	ni.Allocatable = NewResource(alloc)
+}
+
 // AddPod accounts pod on the node.
 func (ni *NodeInfo) AddPod(pod *corev1.Pod) {
 	ni.Pods = append(ni.Pods, pod)
-	ni.Requested.AddResource(PodRequests(pod))
-	ni.Requested.Pods++
-	nz := PodNonZeroRequests(pod)
-	ni.NonZeroRequested.MilliCPU += nz.MilliCPU
-	ni.NonZeroRequested.Memory += nz.Memory
-	ni.NonZeroRequested.Pods++
+	ni.update(pod, 1)
 	ni.UsedPorts = append(ni.UsedPorts, PodHostPorts(pod)...)
 }
 
-// Name returns the node's name.
-func (ni *NodeInfo) Name() string { return ni.Node.Name }
+// RemovePod takes the pod with pod's namespace, name and uid off the node,
+// subtracting the requests of the copy the node holds; it reports whether
+// the node held it.
+func (ni *NodeInfo) RemovePod(pod *corev1.Pod) bool {
+	for i, p := range ni.Pods {
+		if p.UID != pod.UID || p.Name != pod.Name || p.Namespace != pod.Namespace {
+			continue
+		}
+		last := len(ni.Pods) - 1
+		ni.Pods[i] = ni.Pods[last]
+		ni.Pods[last] = nil
+		ni.Pods = ni.Pods[:last]
+		ni.update(p, -1)
+		for _, hp := range PodHostPorts(p) {
+			for j, u := range ni.UsedPorts {
+				if u == hp {
+					ni.UsedPorts = append(ni.UsedPorts[:j], ni.UsedPorts[j+1:]...)
+					break
+				}
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// update adds (sign 1) or subtracts (sign -1) pod's requests.
+func (ni *NodeInfo) update(pod *corev1.Pod, sign int64) {
+	req := PodRequests(pod)
+	req.Pods++
+	ni.Requested.addScaled(req, sign)
+	nz := PodNonZeroRequests(pod)
+	ni.NonZeroRequested.MilliCPU += sign * nz.MilliCPU
+	ni.NonZeroRequested.Memory += sign * nz.Memory
+	ni.NonZeroRequested.Pods += sign
+}
+
+// Clone returns a copy of ni that shares the node and pod objects (read
+// only) but none of the slices or maps, as kube-scheduler's
+// NodeInfo.Snapshot.
+func (ni *NodeInfo) Clone() *NodeInfo {
+	out := *ni
+	out.Pods = append([]*corev1.Pod(nil), ni.Pods...)
+	out.UsedPorts = append([]HostPort(nil), ni.UsedPorts...)
+	out.Allocatable = ni.Allocatable.Clone()
+	out.Requested = ni.Requested.Clone()
+	out.NonZeroRequested = ni.NonZeroRequested.Clone()
+	return &out
+}
+
+// Name returns the node's name ("" when the node is gone).
+func (ni *NodeInfo) Name() string {
+	if ni.Node == nil {
+		return ""
+	}
+	return ni.Node.Name
+}

@@ -70,6 +70,31 @@ func (r *Resource) AddResource(o Resource) {
 	}
 }
 
+// addScaled adds sign*o to r.
+func (r *Resource) addScaled(o Resource, sign int64) {
+	r.MilliCPU += sign * o.MilliCPU
+	r.Memory += sign * o.Memory
+	r.Pods += sign * o.Pods
+	for k, v := range o.Scalar {
+		if r.Scalar == nil {
+			r.Scalar = map[corev1.ResourceName]int64{}
+		}
+		r.Scalar[k] += sign * v
+	}
+}
+
+// Clone returns a copy of r that does not share its Scalar map.
+func (r Resource) Clone() Resource {
+	if r.Scalar != nil {
+		m := make(map[corev1.ResourceName]int64, len(r.Scalar))
+		for k, v := range r.Scalar {
+			m[k] = v
+		}
+		r.Scalar = m
+	}
+	return r
+}
+
 // SetMax raises every amount of r to at least that of o.
 func (r *Resource) SetMax(o Resource) {
 	r.MilliCPU = max(r.MilliCPU, o.MilliCPU)
