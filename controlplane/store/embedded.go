@@ -17,8 +17,19 @@ type EmbeddedConfig struct {
 	// DataDir holds JetStream's files. Required.
 	DataDir string
 	// SyncAlways fsyncs every write before acknowledging it, as etcd does
-	// (README, design decision 7). Default in orca-server: true.
+	// (README, design decision 7). Default in orca-server: true. Alone, it
+	// is JetStream's sync_always: the server fsyncs each message itself,
+	// one fsync per write and bucket, in turn.
 	SyncAlways bool
+	// GroupCommit, with SyncAlways, moves the fsync from the server into
+	// the stores on it: the server writes each message to its file but
+	// does not fsync it, and a store with Config.GroupCommit set to
+	// NewGroupCommit(server) fsyncs before returning each write, one fsync
+	// for the writes waiting together (see groupcommit.go). Every writer
+	// that needs its writes on disk must go through such a store; other
+	// clients' writes are fsynced by JetStream's background sync only
+	// (every 2 minutes). Default in orca-server: true.
+	GroupCommit bool
 	// ServerName names the server in NATS' own monitoring. Default "orca".
 	ServerName string
 	// TLS, when set, makes clients connect over TLS only (nats-server's
@@ -51,7 +62,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		Port:       cfg.Port,
 		JetStream:  true,
 		StoreDir:   cfg.DataDir,
-		SyncAlways: cfg.SyncAlways,
+		SyncAlways: cfg.SyncAlways && !cfg.GroupCommit,
 		NoSigs:     true,
 	}
 	if cfg.TLS != nil {

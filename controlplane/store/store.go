@@ -65,6 +65,17 @@ type Config struct {
 	// encrypted resource needs the same transformers; one without them
 	// gets a clear 500 for an encrypted value, never ciphertext.
 	Transformers ResourceTransformers
+	// GroupCommit, when set, is the group commit of the embedded NATS
+	// server the store writes to (NewGroupCommit; the server started with
+	// EmbeddedConfig GroupCommit): every write (Create, Update,
+	// GuaranteedUpdate, Bind, Delete, Put, DeleteKey, and writes through
+	// JetStream()'s KV and object store handles) returns only after an
+	// fsync of its bucket's files that started after the server stored
+	// it, shared by the writes waiting at the same time. Required with
+	// such a server: without it, its writes are not fsynced before they
+	// are acknowledged. nil: the server's own durability (sync_always, or
+	// a replicated stream) applies. See groupcommit.go.
+	GroupCommit *GroupCommit
 }
 
 // Store is the typed store. It is safe for concurrent use.
@@ -84,6 +95,9 @@ func New(nc *nats.Conn, cfg Config) (*Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	if cfg.GroupCommit != nil {
+		js = &durableJS{JetStream: js, gc: cfg.GroupCommit}
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1

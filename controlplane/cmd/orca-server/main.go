@@ -37,6 +37,7 @@ type options struct {
 	natsURL     string
 	natsListen  string
 	syncAlways  bool
+	groupCommit bool
 	apiAddr     string
 	serviceCIDR string
 	apiserver   bool
@@ -97,6 +98,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.StringVar(&o.natsURL, "nats-url", "", "URL of an external NATS server (disables the embedded one)")
 	f.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "host:port the embedded NATS server listens on (agents connect here)")
 	f.BoolVar(&o.syncAlways, "nats-sync-always", true, "embedded NATS: fsync every write before acknowledging it (etcd's durability)")
+	f.BoolVar(&o.groupCommit, "nats-group-commit", true, "embedded NATS with --nats-sync-always: the store fsyncs, one fsync for the writes waiting together (group commit); false: the NATS server fsyncs each write in turn (JetStream's sync_always)")
 	f.StringVar(&o.apiAddr, "apiserver-addr", "127.0.0.1:6443", "address the REST apiserver listens on")
 	f.StringVar(&o.serviceCIDR, "service-cidr", "127.96.0.0/16", "range Service ClusterIPs are allocated from (loopback, so every node reaches them)")
 	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
@@ -149,6 +151,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	url := o.natsURL
+	var groupCommit *store.GroupCommit // the embedded server's, with --nats-group-commit
 	if url == "" {
 		host, portStr, err := net.SplitHostPort(o.natsListen)
 		if err != nil {
@@ -161,7 +164,8 @@ func run(ctx context.Context, o options) error {
 		if err := checkFree(o.natsListen); err != nil {
 			return err
 		}
-		ecfg := store.EmbeddedConfig{Host: host, Port: port, DataDir: filepath.Join(o.dataDir, "jetstream"), SyncAlways: o.syncAlways}
+		ecfg := store.EmbeddedConfig{Host: host, Port: port, DataDir: filepath.Join(o.dataDir, "jetstream"), SyncAlways: o.syncAlways,
+			GroupCommit: o.syncAlways && o.groupCommit}
 		if natsAuth != nil {
 			ecfg.Configure = natsAuth.Configure
 		}
@@ -171,8 +175,13 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		defer ns.Shutdown()
+		if ecfg.GroupCommit {
+			if groupCommit, err = store.NewGroupCommit(ns); err != nil {
+				return err
+			}
+		}
 		url = localURL(ns.ClientURL())
-		slog.Info("embedded NATS started", "url", url, "dataDir", o.dataDir, "syncAlways", o.syncAlways)
+		slog.Info("embedded NATS started", "url", url, "dataDir", o.dataDir, "syncAlways", o.syncAlways, "groupCommit", ecfg.GroupCommit)
 	}
 	if o.apiserver {
 		if err := checkFree(o.apiAddr); err != nil {
@@ -210,7 +219,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
 	defer nc.Close()
-	st, err := store.New(nc, store.Config{Replicas: o.replicas, Transformers: transformers})
+	st, err := store.New(nc, store.Config{Replicas: o.replicas, Transformers: transformers, GroupCommit: groupCommit})
 	if err != nil {
 		return err
 	}
