@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/events"
@@ -117,6 +118,12 @@ type Config struct {
 	// ImageGC configures the garbage collection of unused images
 	// (imagegc.go; the kubelet's thresholds, defaults 85% and 80%).
 	ImageGC ImageGCConfig
+	// RuntimeClasses, when set, is a RuntimeClasses informer shared with
+	// other agents of this process (hollow nodes): its caller runs it
+	// and it must outlive the agent (the agent's handler stays
+	// registered). Every node may read every RuntimeClass, so sharing
+	// it widens no node's reads. Nil: the agent runs its own over Store.
+	RuntimeClasses *store.Informer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -140,6 +147,9 @@ type Agent struct {
 
 	readyOnce sync.Once
 	ready     chan struct{}
+
+	// lease is the Lease as last written; only heartbeatLoop uses it.
+	lease *coordinationv1.Lease
 
 	healthMu sync.Mutex
 	// unhealthy holds what failed the last runtime health check, by
@@ -218,7 +228,10 @@ func New(cfg Config) (*Agent, error) {
 		a.runtimes[r.Handler()] = r
 	}
 	a.nodePods = store.NewInformer(cfg.Store, store.NodePods, store.WithFilter(store.EncodeName(cfg.NodeName)+".>"))
-	a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
+	a.rcs = cfg.RuntimeClasses
+	if a.rcs == nil {
+		a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
+	}
 	a.logs = newLiveLogs()
 	a.recorder = events.NewWithSink(eventSink{cfg.API}, "kubelet", cfg.NodeName)
 	a.tokens = newTokenManager(cfg.API.CreateToken)
@@ -277,8 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	goRun(func() { a.recorder.Run(ctx) })
 	a.reportMissingRuntimes(ctx)
-	goRun(func() { a.leaseLoop(ctx) })
-	goRun(func() { a.nodeStatusLoop(ctx) })
+	goRun(func() { a.heartbeatLoop(ctx) })
 	if a.proxy != nil {
 		goRun(func() {
 			if err := a.proxy.Run(ctx); err != nil && ctx.Err() == nil {
@@ -287,7 +299,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 
-	goRun(func() { a.rcs.Run(ctx) })
+	if a.cfg.RuntimeClasses == nil {
+		goRun(func() { a.rcs.Run(ctx) })
+	}
 	if !a.rcs.WaitForSync(ctx) {
 		wg.Wait()
 		return nil

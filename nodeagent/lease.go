@@ -21,11 +21,18 @@ const LeaseNamespace = corev1.NamespaceNodeLease
 // kubelet's default nodeLeaseDurationSeconds).
 const LeaseDurationSeconds = 40
 
-// leaseLoop renews kube-node-lease/<node> every HeartbeatInterval, as the
-// kubelet's node lease controller (k8s.io/component-helpers/apimachinery/
-// lease). Failures (NATS disconnected, ...) are logged and retried at the
-// next tick; they never end the loop.
-func (a *Agent) leaseLoop(ctx context.Context) {
+// heartbeatLoop is the node's heartbeat, in one goroutine on one ticker
+// of HeartbeatInterval: it renews kube-node-lease/<node> at once and at
+// every tick, as the kubelet's node lease controller
+// (k8s.io/component-helpers/apimachinery/lease), and at every tick
+// checks the Node and posts its status when the stored Ready condition is
+// not True (the node lifecycle controller set it Unknown during an
+// outage) or its heartbeat is older than StatusInterval, as the kubelet's
+// status manager does with its nodeStatusUpdateFrequency and
+// nodeStatusReportFrequency. An idle node so sends two requests per
+// heartbeat (a Lease update, a Node read). Failures (NATS disconnected,
+// ...) are logged and retried at the next tick; they never end the loop.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -37,21 +44,45 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if !a.checkRuntimes(ctx) && !a.nodeStatusStale(ctx) {
+			continue
+		}
+		if err := a.syncNode(ctx, false); err != nil && ctx.Err() == nil {
+			a.log.Warn("node status update failed", "err", err)
+		}
 	}
 }
 
-// renewLease creates or updates the node's Lease with renewTime now.
+// renewLease updates the node's Lease with renewTime now, or creates it
+// when missing. As the kubelet's lease controller, it updates the Lease
+// it last wrote without reading it first (one request per heartbeat);
+// when that fails (a Conflict, a deleted Lease), it reads it again, now
+// and at the next renewal.
 func (a *Agent) renewLease(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+5*time.Second)
 	defer cancel()
+	if l := a.lease; l != nil {
+		a.lease = nil
+		next := l.DeepCopy()
+		a.setLease(ctx, next, metav1.NewMicroTime(time.Now()))
+		out, err := a.api.Update(ctx, store.Leases, next)
+		if err == nil {
+			a.lease, _ = out.(*coordinationv1.Lease)
+			return nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("renew lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
+		}
+	}
 	// Update (updateObject retries lost races), or create when
 	// missing; a create that loses to another creator updates again.
 	return retry.OnError(retry.DefaultRetry, apierrors.IsAlreadyExists, func() error {
-		_, err := updateObject(ctx, a.api, store.Leases, LeaseNamespace, a.cfg.NodeName, false, func(obj store.Object) (bool, error) {
+		out, err := updateObject(ctx, a.api, store.Leases, LeaseNamespace, a.cfg.NodeName, false, func(obj store.Object) (bool, error) {
 			a.setLease(ctx, obj.(*coordinationv1.Lease), metav1.NewMicroTime(time.Now()))
 			return true, nil
 		})
 		if err == nil {
+			a.lease, _ = out.(*coordinationv1.Lease)
 			return nil
 		}
 		if !apierrors.IsNotFound(err) {
@@ -59,9 +90,12 @@ func (a *Agent) renewLease(ctx context.Context) error {
 		}
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: LeaseNamespace, Name: a.cfg.NodeName}}
 		a.setLease(ctx, l, metav1.NewMicroTime(time.Now()))
-		_, err = a.api.Create(ctx, store.Leases, l)
+		out, err = a.api.Create(ctx, store.Leases, l)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create lease %s/%s: %w", LeaseNamespace, a.cfg.NodeName, err)
+		}
+		if err == nil {
+			a.lease, _ = out.(*coordinationv1.Lease)
 		}
 		return err
 	})

@@ -196,29 +196,6 @@ func (a *Agent) syncNode(ctx context.Context, labels bool) error {
 	})
 }
 
-// nodeStatusLoop checks the Node every HeartbeatInterval and posts its
-// status when the stored Ready condition is not True (the node lifecycle
-// controller set it Unknown during an outage) or its heartbeat is older
-// than StatusInterval, as the kubelet's status manager does with its
-// nodeStatusUpdateFrequency and nodeStatusReportFrequency.
-func (a *Agent) nodeStatusLoop(ctx context.Context) {
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !a.checkRuntimes(ctx) && !a.nodeStatusStale(ctx) {
-			continue
-		}
-		if err := a.syncNode(ctx, false); err != nil && ctx.Err() == nil {
-			a.log.Warn("node status update failed", "err", err)
-		}
-	}
-}
-
 // nodeStatusStale reports whether the stored Node needs a status post.
 func (a *Agent) nodeStatusStale(ctx context.Context) bool {
 	obj, err := a.api.Get(ctx, store.Nodes, "", a.cfg.NodeName)

@@ -157,6 +157,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	rcs, stopRCs, err := sharedRuntimeClasses(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if rcs == nil {
+		return nil // ctx ended
+	}
+	defer stopRCs()
 	sem := make(chan struct{}, cfg.StartConcurrency)
 	var wg sync.WaitGroup
 	for i := range cfg.Count {
@@ -173,7 +181,7 @@ func Run(ctx context.Context, cfg Config) error {
 			var once sync.Once
 			release := func() { once.Do(func() { <-sem }) }
 			defer release()
-			if err := runNode(ctx, cfg, i, release); err != nil {
+			if err := runNode(ctx, cfg, i, rcs, release); err != nil {
 				cancel(err)
 			}
 		}()
@@ -185,9 +193,40 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// sharedRuntimeClasses starts the RuntimeClasses informer every node of
+// the process shares, over a connection of its own as the first node
+// (every node may read every RuntimeClass: no node reads more than it
+// could alone), and returns it once synced with its stop function. It
+// returns nil, nil, nil when ctx ended first.
+func sharedRuntimeClasses(ctx context.Context, cfg Config) (*store.Informer, func(), error) {
+	name := NodeName(cfg.NamePrefix, 0)
+	nc, err := cfg.Connect(ctx, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("hollow node %s: connect: %w", name, err)
+	}
+	st, err := store.New(nc, store.Config{BindOnly: true})
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("hollow node %s: %w", name, err)
+	}
+	inf := store.NewInformer(st, store.RuntimeClasses)
+	ictx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); inf.Run(ictx) }()
+	stop := func() { cancel(); <-done; st.Close(); nc.Close() }
+	if !inf.WaitForSync(ctx) {
+		stop()
+		return nil, nil, nil
+	}
+	return inf, stop, nil
+}
+
 // runNode runs hollow node i until ctx ends; started is called once the
 // agent is ready (or failed).
-func runNode(ctx context.Context, cfg Config, i int, started func()) error {
+func runNode(ctx context.Context, cfg Config, i int, rcs *store.Informer, started func()) error {
 	name := NodeName(cfg.NamePrefix, i)
 	nc, err := cfg.Connect(ctx, name)
 	if err != nil {
@@ -218,7 +257,7 @@ func runNode(ctx context.Context, cfg Config, i int, started func()) error {
 	a, err := nodeagent.New(nodeagent.Config{
 		Store: st, API: cfg.API(nc, name), NATS: nc, NodeName: name, NodeIP: NodeIP(i),
 		DataDir: filepath.Join(cfg.DataDir, name), Runtimes: rts, Capacity: cfg.Capacity, Labels: labels,
-		HeartbeatInterval: cfg.HeartbeatInterval,
+		HeartbeatInterval: cfg.HeartbeatInterval, RuntimeClasses: rcs,
 		// No image garbage collection: the fake runtime holds no images.
 		ImageGC: nodeagent.ImageGCConfig{HighThresholdPercent: 100, LowThresholdPercent: 99},
 		Logger:  cfg.Logger,

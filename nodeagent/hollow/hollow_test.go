@@ -37,7 +37,7 @@ type controlPlane struct {
 	client *http.Client
 }
 
-func startControlPlane(t *testing.T) *controlPlane {
+func startControlPlane(t testing.TB) *controlPlane {
 	t.Helper()
 	auth, err := natsauth.NewEphemeral()
 	if err != nil {
