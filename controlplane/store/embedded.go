@@ -64,6 +64,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		StoreDir:   cfg.DataDir,
 		SyncAlways: cfg.SyncAlways && !cfg.GroupCommit,
 		NoSigs:     true,
+		// Every node agent holds one consumer of the NodePods stream
+		// (its own pods' keys): nats-server's default of 1,000
+		// consumers per stream (JSDefaultMaxConsumersPerStream) would
+		// refuse the watches of the nodes past about 1,000. -1:
+		// unlimited; the account's JetStream limits bound nothing
+		// either (natsauth).
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	if cfg.TLS != nil {
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 2
