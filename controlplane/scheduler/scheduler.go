@@ -60,37 +60,60 @@ type Config struct {
 	Plugins func(runtimeClasses runtimeclass.Lookup) Plugins
 	// Logger receives the scheduler's logs. Default slog.Default().
 	Logger *slog.Logger
+	// PercentageOfNodesToScore is the share of the nodes, in percent, that
+	// a cycle looks for feasible nodes among before it stops filtering and
+	// scores those it found (kube-scheduler's percentageOfNodesToScore).
+	// 0, the default, is adaptive: 50% minus 1% per 125 nodes, at least
+	// 5%. Whatever the value, a cycle looks for at least 100 feasible
+	// nodes (every node when there are fewer); 100 filters every node. A
+	// value outside [0, 100] is an error of New.
+	PercentageOfNodesToScore int32
+	// Pods, Nodes and RuntimeClasses, when set, are informers shared with
+	// other components of the process instead of the scheduler's own. A
+	// shared informer must watch its whole resource (no namespace or
+	// filter) and is run by its owner; the scheduler adds its handlers and
+	// waits for it to sync. nil: the scheduler builds and runs its own.
+	Pods, Nodes, RuntimeClasses *store.Informer
 }
 
 // Plugins is the plugin set of a scheduler, run in order.
 type Plugins struct {
 	PreFilter []framework.PreFilterPlugin
 	Filter    []framework.FilterPlugin
-	Score     []framework.ScorePlugin
+	PreScore  []framework.PreScorePlugin
+	// Score plugins that implement framework.NormalizeScorePlugin give
+	// raw scores and are normalised once per cycle.
+	Score []framework.ScorePlugin
 	// ScoreWeights multiplies each score plugin's score, by plugin name;
 	// a plugin not listed has weight 1.
 	ScoreWeights map[string]int64
 }
 
-// DefaultPlugins returns orca's default plugin set: the filters
+// DefaultPlugins returns orca's default plugin set: the pre-filters
+// RuntimeClass (first: it merges the class's scheduling into the pod),
+// NodeAffinity, NodePorts and NodeResourcesFit; the filters
 // NodeUnschedulable, NodeName, NodeReady, RuntimeClass, NodeAffinity,
 // NodePorts, NodeResourcesFit and TaintToleration (cheapest first; a node
-// is rejected by the first that fails, as in kube-scheduler), and the
-// scores NodeResourcesFit (LeastAllocated), NodeResourcesBalancedAllocation,
+// is rejected by the first that fails, as in kube-scheduler); the
+// pre-scores of the scores below that have one; and the scores
+// NodeResourcesFit (LeastAllocated), NodeResourcesBalancedAllocation,
 // NodeAffinity, TaintToleration and SelectorSpread, each with weight 1.
 func DefaultPlugins(runtimeClasses runtimeclass.Lookup) Plugins {
 	rc := runtimeclass.New(runtimeClasses)
 	affinity := nodeaffinity.New()
 	taints := tainttoleration.New()
 	fit := noderesources.NewFit()
+	ports := nodeports.New()
+	spread := selectorspread.New()
 	return Plugins{
-		PreFilter: []framework.PreFilterPlugin{rc},
+		PreFilter: []framework.PreFilterPlugin{rc, affinity, ports, fit},
+		PreScore:  []framework.PreScorePlugin{fit, affinity, taints, spread},
 		Filter: []framework.FilterPlugin{
 			nodeunschedulable.New(), nodename.New(), nodeready.New(), rc,
-			affinity, nodeports.New(), fit, taints,
+			affinity, ports, fit, taints,
 		},
 		Score: []framework.ScorePlugin{
-			fit, noderesources.NewBalancedAllocation(), affinity, taints, selectorspread.New(),
+			fit, noderesources.NewBalancedAllocation(), affinity, taints, spread,
 		},
 	}
 }
@@ -104,8 +127,16 @@ type Scheduler struct {
 	plugins Plugins
 
 	pods, nodes, runtimeClasses *store.Informer
+	ownInformers                []*store.Informer // the ones Run runs
 	queue                       workqueue.TypedRateLimitingInterface[string]
 	events                      *events.Recorder
+	percentage                  int32
+
+	// nextStartNodeIndex is where the next cycle starts filtering
+	// (scheduling goroutine only).
+	nextStartNodeIndex int
+	// binding counts the binding goroutines.
+	binding sync.WaitGroup
 
 	// cache holds the nodes and the pods on them (bound, or assumed by
 	// this scheduler), updated by the informer handlers; snapshot is the
@@ -127,10 +158,15 @@ type Scheduler struct {
 	moveSeq uint64
 }
 
-// New returns a scheduler over cfg.Store. It fails when Store is nil.
+// New returns a scheduler over cfg.Store. It fails when Store is nil,
+// PercentageOfNodesToScore is outside [0, 100] or a shared informer
+// watches another resource.
 func New(cfg Config) (*Scheduler, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("scheduler: Config.Store is required")
+	}
+	if cfg.PercentageOfNodesToScore < 0 || cfg.PercentageOfNodesToScore > 100 {
+		return nil, fmt.Errorf("scheduler: percentageOfNodesToScore %d is not in [0, 100]", cfg.PercentageOfNodesToScore)
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultSchedulerName
@@ -145,17 +181,30 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Plugins = DefaultPlugins
 	}
 	s := &Scheduler{
-		store:          cfg.Store,
-		name:           cfg.Name,
-		retry:          cfg.RetryInterval,
-		log:            cfg.Logger.With("component", "scheduler", "scheduler", cfg.Name),
-		pods:           store.NewInformer(cfg.Store, store.Pods),
-		nodes:          store.NewInformer(cfg.Store, store.Nodes),
-		runtimeClasses: store.NewInformer(cfg.Store, store.RuntimeClasses),
-		unschedulable:  map[string]string{},
-		cache:          cache.New(AssumedPodTTL),
-		snapshot:       cache.NewSnapshot(),
-		events:         events.New(cfg.Store, cfg.Name, ""),
+		store:         cfg.Store,
+		name:          cfg.Name,
+		retry:         cfg.RetryInterval,
+		log:           cfg.Logger.With("component", "scheduler", "scheduler", cfg.Name),
+		percentage:    cfg.PercentageOfNodesToScore,
+		unschedulable: map[string]string{},
+		cache:         cache.New(AssumedPodTTL),
+		snapshot:      cache.NewSnapshot(),
+		events:        events.New(cfg.Store, cfg.Name, ""),
+	}
+	for _, x := range []struct {
+		shared *store.Informer
+		r      store.Resource
+		to     **store.Informer
+	}{{cfg.Pods, store.Pods, &s.pods}, {cfg.Nodes, store.Nodes, &s.nodes}, {cfg.RuntimeClasses, store.RuntimeClasses, &s.runtimeClasses}} {
+		if x.shared == nil {
+			*x.to = store.NewInformer(cfg.Store, x.r)
+			s.ownInformers = append(s.ownInformers, *x.to)
+			continue
+		}
+		if x.shared.Resource().Plural != x.r.Plural {
+			return nil, fmt.Errorf("scheduler: the shared %s informer watches %s", x.r.Plural, x.shared.Resource().Plural)
+		}
+		*x.to = x.shared
 	}
 	s.plugins = cfg.Plugins(s.lookupRuntimeClass)
 	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -175,17 +224,21 @@ func (s *Scheduler) lookupRuntimeClass(name string) (*nodev1.RuntimeClass, bool)
 	return rc, ok
 }
 
-// Run starts informers for pods, nodes and RuntimeClasses, waits until they
-// have synced, and schedules pods one at a time until ctx ends; it then
-// returns nil. Call it once.
+// Run starts the informers it owns, waits until every informer has
+// synced, and schedules pods one at a time, binding each in a goroutine of
+// its own, until ctx ends. It then stops at once: the pods still queued
+// stay Pending (for the next leader, or the next start), the bindings in
+// flight end with ctx, and Run returns nil once they and the informers it
+// started have. Call it once.
 func (s *Scheduler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait() // runs after cancel: informers and the retry loop end
+	defer s.binding.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.addHandlers()
 
-	for _, inf := range []*store.Informer{s.pods, s.nodes, s.runtimeClasses} {
+	for _, inf := range s.ownInformers {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.Run(ctx) }()
 	}
@@ -200,7 +253,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	s.primeCache()
-	s.log.Info("scheduler started", "retryInterval", s.retry, "nodes", s.cache.NodeCount(), "podsOnNodes", s.cache.PodCount())
+	s.log.Info("scheduler started", "retryInterval", s.retry, "nodes", s.cache.NodeCount(), "podsOnNodes", s.cache.PodCount(),
+		"percentageOfNodesToScore", s.percentage)
 
 	wg.Add(1)
 	go func() {
@@ -222,23 +276,29 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// processNext schedules the next queued pod; it returns false once the
-// queue has shut down.
+// processNext schedules the next queued pod; it returns false once ctx
+// has ended or the queue has shut down (the queue's remaining items are
+// not drained).
 func (s *Scheduler) processNext(ctx context.Context) bool {
 	key, quit := s.queue.Get()
 	if quit {
 		return false
 	}
 	defer s.queue.Done(key)
-	if err := s.scheduleOne(ctx, key); err != nil {
+	if ctx.Err() != nil {
+		return false
+	}
+	binding, err := s.scheduleOne(ctx, key)
+	switch {
+	case err != nil:
 		if ctx.Err() != nil {
-			return true
+			return false
 		}
 		s.log.Warn("scheduling failed, retrying", "pod", key, "err", err)
 		s.queue.AddRateLimited(key)
-		return true
+	case !binding:
+		s.queue.Forget(key)
 	}
-	s.queue.Forget(key)
 	return true
 }
 

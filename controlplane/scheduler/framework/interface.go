@@ -126,9 +126,90 @@ type FilterPlugin interface {
 }
 
 // ScorePlugin rates a feasible node for pod, from MinNodeScore to
-// MaxNodeScore (higher is better). all is every feasible node of this cycle,
-// for plugins that normalise against the others (it includes node).
+// MaxNodeScore (higher is better).
+//
+// all is every feasible node, for a plugin that normalises its score
+// against the others. A plugin that does so should also implement
+// NormalizeScorePlugin: the scheduler then passes all = nil, takes Score's
+// raw value for each node and calls NormalizeScore once over the scored
+// nodes (kube-scheduler's ScoreExtensions), which keeps a cycle linear in
+// the number of nodes; a standalone call with all set gets the normalised
+// score of node among all (at the cost of len(all) raw scores). The
+// scheduler passes the feasible nodes to a plugin without NormalizeScore.
 type ScorePlugin interface {
 	Plugin
 	Score(ctx context.Context, pod *corev1.Pod, node *NodeInfo, all []*NodeInfo) (int64, *Status)
+}
+
+// PreScorePlugin looks at the pod once per cycle after filtering, with the
+// nodes about to be scored, to prepare what its Score reads for every node
+// (in the cycle's state: CycleStateFromContext). A non-success status
+// fails the cycle with an error.
+type PreScorePlugin interface {
+	Plugin
+	PreScore(ctx context.Context, pod *corev1.Pod, nodes []*NodeInfo) *Status
+}
+
+// NodeScore is one node's score for one plugin.
+type NodeScore struct {
+	Name  string
+	Score int64
+}
+
+// NormalizeScorePlugin is a ScorePlugin whose raw scores the scheduler
+// normalises by calling NormalizeScore once over the scored nodes
+// (kube-scheduler's ScoreExtensions.NormalizeScore); it changes the scores
+// in place, to the range [MinNodeScore, MaxNodeScore].
+type NormalizeScorePlugin interface {
+	ScorePlugin
+	NormalizeScore(ctx context.Context, pod *corev1.Pod, scores []NodeScore) *Status
+}
+
+// DefaultNormalizeScore scales scores so the highest becomes maxPriority
+// (and, reverse, maxPriority - that), as kube-scheduler's
+// helper.DefaultNormalizeScore: with every score 0, all stay 0, or all
+// become maxPriority when reverse.
+func DefaultNormalizeScore(maxPriority int64, reverse bool, scores []NodeScore) {
+	var most int64
+	for _, s := range scores {
+		most = max(most, s.Score)
+	}
+	if most == 0 {
+		if reverse {
+			for i := range scores {
+				scores[i].Score = maxPriority
+			}
+		}
+		return
+	}
+	for i := range scores {
+		v := maxPriority * scores[i].Score / most
+		if reverse {
+			v = maxPriority - v
+		}
+		scores[i].Score = v
+	}
+}
+
+// NormalizedScore returns node's normalised score among all, for a
+// standalone ScorePlugin.Score call of a NormalizeScorePlugin: raw gives
+// the raw score of one node, normalize is the plugin's NormalizeScore.
+func NormalizedScore(ctx context.Context, pod *corev1.Pod, node *NodeInfo, all []*NodeInfo,
+	raw func(*NodeInfo) int64, normalize func(context.Context, *corev1.Pod, []NodeScore) *Status) (int64, *Status) {
+	scores := make([]NodeScore, len(all))
+	at := -1
+	for i, n := range all {
+		scores[i] = NodeScore{Name: n.Name(), Score: raw(n)}
+		if n == node {
+			at = i
+		}
+	}
+	if at < 0 {
+		scores = append(scores, NodeScore{Name: node.Name(), Score: raw(node)})
+		at = len(scores) - 1
+	}
+	if st := normalize(ctx, pod, scores); !st.IsSuccess() {
+		return 0, st
+	}
+	return scores[at].Score, nil
 }

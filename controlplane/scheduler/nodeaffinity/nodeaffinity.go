@@ -31,8 +31,16 @@ const ErrReason = "node(s) didn't match Pod's node affinity/selector"
 type NodeAffinity struct{}
 
 var (
-	_ framework.FilterPlugin = (*NodeAffinity)(nil)
-	_ framework.ScorePlugin  = (*NodeAffinity)(nil)
+	_ framework.PreFilterPlugin      = (*NodeAffinity)(nil)
+	_ framework.FilterPlugin         = (*NodeAffinity)(nil)
+	_ framework.PreScorePlugin       = (*NodeAffinity)(nil)
+	_ framework.NormalizeScorePlugin = (*NodeAffinity)(nil)
+)
+
+// Cycle state keys.
+const (
+	preFilterKey framework.StateKey = Name + "/preFilter"
+	preScoreKey  framework.StateKey = Name + "/preScore"
 )
 
 // New returns the plugin.
@@ -44,15 +52,74 @@ func (*NodeAffinity) Name() string { return Name }
 // Fits reports whether node satisfies pod's nodeSelector and required node
 // affinity.
 func Fits(pod *corev1.Pod, node *corev1.Node) bool {
-	if len(pod.Spec.NodeSelector) > 0 &&
-		!labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+	return requiredOf(pod).matches(node)
+}
+
+// requiredSelector is a pod's nodeSelector and required node affinity, parsed once.
+type requiredSelector struct {
+	selector labels.Selector // nil: no nodeSelector
+	terms    []parsedTerm    // ORed; nil: no required affinity
+	anyTerm  bool            // required affinity is set (then terms must match)
+}
+
+func requiredOf(pod *corev1.Pod) *requiredSelector {
+	r := &requiredSelector{}
+	if len(pod.Spec.NodeSelector) > 0 {
+		r.selector = labels.SelectorFromSet(pod.Spec.NodeSelector)
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		r.anyTerm = true
+		for i := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			r.terms = append(r.terms, parseTerm(&a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[i]))
+		}
+	}
+	return r
+}
+
+func (r *requiredSelector) matches(node *corev1.Node) bool {
+	if r.selector != nil && !r.selector.Matches(labels.Set(node.Labels)) {
 		return false
 	}
-	a := pod.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	if !r.anyTerm {
 		return true
 	}
-	return MatchNodeSelectorTerms(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms, node)
+	for i := range r.terms {
+		if r.terms[i].matches(node) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsedTerm is a NodeSelectorTerm with its expressions parsed once.
+type parsedTerm struct {
+	term     *corev1.NodeSelectorTerm
+	selector labels.Selector // nil: no expressions
+	invalid  bool            // an expression does not parse: matches nothing
+}
+
+func parseTerm(term *corev1.NodeSelectorTerm) parsedTerm {
+	pt := parsedTerm{term: term}
+	if len(term.MatchExpressions) > 0 {
+		sel, err := selectorFromRequirements(term.MatchExpressions)
+		pt.selector, pt.invalid = sel, err != nil
+	}
+	return pt
+}
+
+func (pt *parsedTerm) matches(node *corev1.Node) bool {
+	if pt.invalid || (len(pt.term.MatchExpressions) == 0 && len(pt.term.MatchFields) == 0) {
+		return false
+	}
+	if pt.selector != nil && !pt.selector.Matches(labels.Set(node.Labels)) {
+		return false
+	}
+	for _, f := range pt.term.MatchFields {
+		if !matchField(f, node) {
+			return false
+		}
+	}
+	return true
 }
 
 // MatchNodeSelectorTerms reports whether node matches any of terms (the
@@ -70,21 +137,8 @@ func MatchNodeSelectorTerms(terms []corev1.NodeSelectorTerm, node *corev1.Node) 
 
 // MatchNodeSelectorTerm reports whether node matches one term.
 func MatchNodeSelectorTerm(term *corev1.NodeSelectorTerm, node *corev1.Node) bool {
-	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
-		return false
-	}
-	if len(term.MatchExpressions) > 0 {
-		sel, err := selectorFromRequirements(term.MatchExpressions)
-		if err != nil || !sel.Matches(labels.Set(node.Labels)) {
-			return false
-		}
-	}
-	for _, f := range term.MatchFields {
-		if !matchField(f, node) {
-			return false
-		}
-	}
-	return true
+	pt := parseTerm(term)
+	return pt.matches(node)
 }
 
 // selectorFromRequirements converts node selector requirements to a label
@@ -142,38 +196,80 @@ func matchField(r corev1.NodeSelectorRequirement, node *corev1.Node) bool {
 // PreferredScore returns the sum of the weights of pod's preferred
 // node-affinity terms that node matches (not normalised).
 func PreferredScore(pod *corev1.Pod, node *corev1.Node) int64 {
+	return preferredOf(pod).score(node)
+}
+
+// preferred is a pod's preferred terms with a non-zero weight, parsed once.
+type preferred []weightedTerm
+
+type weightedTerm struct {
+	weight int64
+	term   parsedTerm
+}
+
+func preferredOf(pod *corev1.Pod) preferred {
 	a := pod.Spec.Affinity
 	if a == nil || a.NodeAffinity == nil {
-		return 0
+		return nil
 	}
+	var out preferred
+	for i := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		p := &a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[i]
+		if p.Weight != 0 {
+			out = append(out, weightedTerm{weight: int64(p.Weight), term: parseTerm(&p.Preference)})
+		}
+	}
+	return out
+}
+
+func (p preferred) score(node *corev1.Node) int64 {
 	var sum int64
-	for _, p := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-		if p.Weight != 0 && MatchNodeSelectorTerm(&p.Preference, node) {
-			sum += int64(p.Weight)
+	for i := range p {
+		if p[i].term.matches(node) {
+			sum += p[i].weight
 		}
 	}
 	return sum
 }
 
+// PreFilter parses the pod's nodeSelector and required affinity once for
+// the cycle's filters; it never rejects the pod.
+func (*NodeAffinity) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
+	framework.WriteState(ctx, preFilterKey, pod, requiredOf(pod))
+	return pod, nil
+}
+
 // Filter rejects a node that does not satisfy the pod's selector or
 // required affinity.
-func (*NodeAffinity) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	if Fits(pod, node.Node) {
+func (*NodeAffinity) Filter(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
+	r := framework.ReadState(ctx, preFilterKey, pod, func() *requiredSelector { return requiredOf(pod) })
+	if r.matches(node.Node) {
 		return nil
 	}
 	return framework.NewStatus(framework.Unschedulable, ErrReason)
 }
 
-// Score returns PreferredScore scaled so the best of all nodes scores
-// MaxNodeScore (0 for every node when the pod has no preferences), as
-// kube-scheduler's NodeAffinity NormalizeScore.
-func (*NodeAffinity) Score(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
-	var best int64
-	for _, n := range all {
-		best = max(best, PreferredScore(pod, n.Node))
+// PreScore parses the pod's preferred terms once for the cycle's scores.
+func (*NodeAffinity) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
+	framework.WriteState(ctx, preScoreKey, pod, preferredOf(pod))
+	return nil
+}
+
+// Score returns PreferredScore, raw within a cycle (all nil); with all,
+// scaled so the best of all nodes scores MaxNodeScore (0 for every node
+// when the pod has no preferences), as kube-scheduler's NodeAffinity
+// NormalizeScore.
+func (p *NodeAffinity) Score(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
+	pref := framework.ReadState(ctx, preScoreKey, pod, func() preferred { return preferredOf(pod) })
+	if all != nil {
+		return framework.NormalizedScore(ctx, pod, node, all, func(n *framework.NodeInfo) int64 { return pref.score(n.Node) }, p.NormalizeScore)
 	}
-	if best == 0 {
-		return 0, nil
-	}
-	return PreferredScore(pod, node.Node) * framework.MaxNodeScore / best, nil
+	return pref.score(node.Node), nil
+}
+
+// NormalizeScore scales the scores so the best is MaxNodeScore
+// (framework.DefaultNormalizeScore).
+func (*NodeAffinity) NormalizeScore(_ context.Context, _ *corev1.Pod, scores []framework.NodeScore) *framework.Status {
+	framework.DefaultNormalizeScore(framework.MaxNodeScore, false, scores)
+	return nil
 }

@@ -21,7 +21,13 @@ const ErrReason = "node(s) didn't have free ports for the requested pod ports"
 // NodePorts is the plugin.
 type NodePorts struct{}
 
-var _ framework.FilterPlugin = (*NodePorts)(nil)
+var (
+	_ framework.PreFilterPlugin = (*NodePorts)(nil)
+	_ framework.FilterPlugin    = (*NodePorts)(nil)
+)
+
+// preFilterKey holds the pod's hostPorts.
+const preFilterKey framework.StateKey = Name + "/preFilter"
 
 // New returns the plugin.
 func New() *NodePorts { return &NodePorts{} }
@@ -41,9 +47,17 @@ func Fits(want, used []framework.HostPort) bool {
 	return true
 }
 
+// PreFilter collects the pod's hostPorts once for the cycle's filters; it
+// never rejects the pod.
+func (*NodePorts) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
+	framework.WriteState(ctx, preFilterKey, pod, framework.PodHostPorts(pod))
+	return pod, nil
+}
+
 // Filter rejects a node where a pod already holds one of the pod's hostPorts.
-func (*NodePorts) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	if Fits(framework.PodHostPorts(pod), node.UsedPorts) {
+func (*NodePorts) Filter(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
+	want := framework.ReadState(ctx, preFilterKey, pod, func() []framework.HostPort { return framework.PodHostPorts(pod) })
+	if Fits(want, node.UsedPorts) {
 		return nil
 	}
 	return framework.NewStatus(framework.Unschedulable, ErrReason)

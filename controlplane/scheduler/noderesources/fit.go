@@ -30,9 +30,53 @@ const ErrReasonTooManyPods = "Too many pods"
 type Fit struct{}
 
 var (
-	_ framework.FilterPlugin = (*Fit)(nil)
-	_ framework.ScorePlugin  = (*Fit)(nil)
+	_ framework.PreFilterPlugin = (*Fit)(nil)
+	_ framework.FilterPlugin    = (*Fit)(nil)
+	_ framework.PreScorePlugin  = (*Fit)(nil)
+	_ framework.ScorePlugin     = (*Fit)(nil)
 )
+
+// Cycle state keys: the pod's requests for the filter, and both forms of
+// them for the scores.
+const (
+	preFilterKey framework.StateKey = FitName + "/preFilter"
+	preScoreKey  framework.StateKey = FitName + "/preScore"
+)
+
+// podRequests is what a pod asks of a node, computed once per cycle.
+type podRequests struct {
+	req   framework.Resource
+	names []corev1.ResourceName // the resources requested (> 0), cpu and memory first
+}
+
+func requestsOf(pod *corev1.Pod) *podRequests {
+	r := &podRequests{req: framework.PodRequests(pod)}
+	if r.req.MilliCPU > 0 {
+		r.names = append(r.names, corev1.ResourceCPU)
+	}
+	if r.req.Memory > 0 {
+		r.names = append(r.names, corev1.ResourceMemory)
+	}
+	for name, v := range r.req.Scalar {
+		if v > 0 {
+			r.names = append(r.names, name)
+		}
+	}
+	return r
+}
+
+// scoreRequests are the pod's requests as the scores use them.
+type scoreRequests struct {
+	req, nonZero framework.Resource
+}
+
+func scoreRequestsOf(pod *corev1.Pod) *scoreRequests {
+	return &scoreRequests{req: framework.PodRequests(pod), nonZero: framework.PodNonZeroRequests(pod)}
+}
+
+func readScoreRequests(ctx context.Context, pod *corev1.Pod) *scoreRequests {
+	return framework.ReadState(ctx, preScoreKey, pod, func() *scoreRequests { return scoreRequestsOf(pod) })
+}
 
 // NewFit returns the Fit plugin.
 func NewFit() *Fit { return &Fit{} }
@@ -46,37 +90,44 @@ func (*Fit) Name() string { return FitName }
 // then each requested resource whose free amount is smaller than the
 // request. The result is sorted; empty means the pod fits.
 func InsufficientResources(pod *corev1.Pod, node *framework.NodeInfo) []corev1.ResourceName {
+	return insufficient(requestsOf(pod), node)
+}
+
+func insufficient(r *podRequests, node *framework.NodeInfo) []corev1.ResourceName {
 	var out []corev1.ResourceName
 	if node.Allocatable.Pods > 0 && node.Requested.Pods+1 > node.Allocatable.Pods {
 		out = append(out, corev1.ResourcePods)
 	}
-	req := framework.PodRequests(pod)
-	var names []corev1.ResourceName
-	if req.MilliCPU > 0 {
-		names = append(names, corev1.ResourceCPU)
-	}
-	if req.Memory > 0 {
-		names = append(names, corev1.ResourceMemory)
-	}
-	for name, v := range req.Scalar {
-		if v > 0 {
-			names = append(names, name)
-		}
-	}
-	for _, name := range names {
-		if req.Get(name) > node.Allocatable.Get(name)-node.Requested.Get(name) {
+	for _, name := range r.names {
+		if r.req.Get(name) > node.Allocatable.Get(name)-node.Requested.Get(name) {
 			out = append(out, name)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	}
 	return out
+}
+
+// PreFilter computes the pod's requests once for the cycle's filters; it
+// never rejects the pod.
+func (*Fit) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
+	framework.WriteState(ctx, preFilterKey, pod, requestsOf(pod))
+	return pod, nil
+}
+
+// PreScore computes the pod's requests once for the cycle's scores (this
+// plugin's and BalancedAllocation's).
+func (*Fit) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
+	framework.WriteState(ctx, preScoreKey, pod, scoreRequestsOf(pod))
+	return nil
 }
 
 // Filter rejects a node without room for the pod; one reason per lacking
 // resource, in kube-scheduler's words: "Insufficient cpu", "Insufficient
 // memory", "Too many pods".
-func (*Fit) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	lacking := InsufficientResources(pod, node)
+func (*Fit) Filter(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
+	lacking := insufficient(framework.ReadState(ctx, preFilterKey, pod, func() *podRequests { return requestsOf(pod) }), node)
 	if len(lacking) == 0 {
 		return nil
 	}
@@ -92,6 +143,6 @@ func (*Fit) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo)
 }
 
 // Score is LeastAllocatedScore of the node with the pod on it.
-func (*Fit) Score(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo, _ []*framework.NodeInfo) (int64, *framework.Status) {
-	return LeastAllocatedScore(pod, node), nil
+func (*Fit) Score(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo, _ []*framework.NodeInfo) (int64, *framework.Status) {
+	return leastAllocated(readScoreRequests(ctx, pod).nonZero, node), nil
 }

@@ -23,7 +23,10 @@ var scored = [...]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
 // the non-zero ones (framework.PodNonZeroRequests), so pods without
 // requests still spread.
 func LeastAllocatedScore(pod *corev1.Pod, node *framework.NodeInfo) int64 {
-	podReq := framework.PodNonZeroRequests(pod)
+	return leastAllocated(framework.PodNonZeroRequests(pod), node)
+}
+
+func leastAllocated(podReq framework.Resource, node *framework.NodeInfo) int64 {
 	var sum, weights int64
 	for _, r := range scored {
 		alloc := node.Allocatable.Get(r)
@@ -49,8 +52,12 @@ func LeastAllocatedScore(pod *corev1.Pod, node *framework.NodeInfo) int64 {
 // kube-scheduler's NodeResourcesBalancedAllocation. It uses the actual
 // requests, not the non-zero ones.
 func BalancedAllocationScore(pod *corev1.Pod, node *framework.NodeInfo) int64 {
-	podReq := framework.PodRequests(pod)
-	var fractions []float64
+	return balancedAllocation(framework.PodRequests(pod), node)
+}
+
+func balancedAllocation(podReq framework.Resource, node *framework.NodeInfo) int64 {
+	var buf [len(scored)]float64
+	fractions := buf[:0]
 	var total float64
 	for _, r := range scored {
 		alloc := node.Allocatable.Get(r)
@@ -80,7 +87,7 @@ func BalancedAllocationScore(pod *corev1.Pod, node *framework.NodeInfo) int64 {
 // BalancedAllocation is the NodeResourcesBalancedAllocation plugin.
 type BalancedAllocation struct{}
 
-var _ framework.ScorePlugin = (*BalancedAllocation)(nil)
+var _ framework.PreScorePlugin = (*BalancedAllocation)(nil)
 
 // NewBalancedAllocation returns the BalancedAllocation plugin.
 func NewBalancedAllocation() *BalancedAllocation { return &BalancedAllocation{} }
@@ -89,6 +96,13 @@ func NewBalancedAllocation() *BalancedAllocation { return &BalancedAllocation{} 
 func (*BalancedAllocation) Name() string { return BalancedAllocationName }
 
 // Score is BalancedAllocationScore.
-func (*BalancedAllocation) Score(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo, _ []*framework.NodeInfo) (int64, *framework.Status) {
-	return BalancedAllocationScore(pod, node), nil
+// PreScore computes the pod's requests once per cycle (the same entry as
+// the Fit plugin's PreScore: either one suffices).
+func (*BalancedAllocation) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
+	framework.WriteState(ctx, preScoreKey, pod, scoreRequestsOf(pod))
+	return nil
+}
+
+func (*BalancedAllocation) Score(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo, _ []*framework.NodeInfo) (int64, *framework.Status) {
+	return balancedAllocation(readScoreRequests(ctx, pod).req, node), nil
 }

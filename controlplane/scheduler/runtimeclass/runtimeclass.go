@@ -61,6 +61,17 @@ func HandlerReason(handler string) string {
 // scheduling.nodeSelector is rejected.
 const ErrReasonNodeSelector = "node(s) didn't match RuntimeClass's node selector"
 
+// preFilterKey holds the pod's resolved class.
+const preFilterKey framework.StateKey = Name + "/preFilter"
+
+// resolved is a pod's class, handler and the status of resolving them.
+type resolved struct {
+	rc      *nodev1.RuntimeClass
+	handler string
+	label   string // nodeapi.RuntimeLabel(handler)
+	status  *framework.Status
+}
+
 // resolve returns the pod's class (nil when it names none) and handler.
 func (p *RuntimeClass) resolve(pod *corev1.Pod) (*nodev1.RuntimeClass, string, *framework.Status) {
 	if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName == "" {
@@ -112,7 +123,12 @@ func MergeScheduling(pod *corev1.Pod, rc *nodev1.RuntimeClass) (*corev1.Pod, err
 // Fits reports whether node advertises handler and matches rc's
 // scheduling.nodeSelector (rc may be nil), with the reason when it does not.
 func Fits(rc *nodev1.RuntimeClass, handler string, node *corev1.Node) (bool, string) {
-	if node.Labels[nodeapi.RuntimeLabel(handler)] != "true" {
+	return fits(rc, handler, nodeapi.RuntimeLabel(handler), node)
+}
+
+// fits is Fits with the handler's label given.
+func fits(rc *nodev1.RuntimeClass, handler, label string, node *corev1.Node) (bool, string) {
+	if node.Labels[label] != "true" {
 		return false, HandlerReason(handler)
 	}
 	if rc != nil && rc.Scheduling != nil && len(rc.Scheduling.NodeSelector) > 0 &&
@@ -125,8 +141,11 @@ func Fits(rc *nodev1.RuntimeClass, handler string, node *corev1.Node) (bool, str
 // PreFilter rejects a pod whose RuntimeClass does not exist (reason
 // NotFoundReason) or whose class's nodeSelector conflicts with its own,
 // and returns the pod with the class's scheduling merged (MergeScheduling).
-func (p *RuntimeClass) PreFilter(_ context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
-	rc, _, st := p.resolve(pod)
+//
+// The class it resolved is kept in the cycle state for Filter, so the
+// filters do not look the class up again for every node.
+func (p *RuntimeClass) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
+	rc, handler, st := p.resolve(pod)
 	if !st.IsSuccess() {
 		return nil, st
 	}
@@ -134,17 +153,21 @@ func (p *RuntimeClass) PreFilter(_ context.Context, pod *corev1.Pod) (*corev1.Po
 	if err != nil {
 		return nil, framework.NewStatus(framework.Unschedulable, err.Error())
 	}
+	framework.WriteState(ctx, preFilterKey, out, resolved{rc: rc, handler: handler, label: nodeapi.RuntimeLabel(handler)})
 	return out, nil
 }
 
 // Filter rejects a node that does not run the pod's handler or does not
 // match its class's nodeSelector.
-func (p *RuntimeClass) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	rc, handler, st := p.resolve(pod)
-	if !st.IsSuccess() {
-		return st
+func (p *RuntimeClass) Filter(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
+	r := framework.ReadState(ctx, preFilterKey, pod, func() resolved {
+		rc, handler, st := p.resolve(pod)
+		return resolved{rc: rc, handler: handler, label: nodeapi.RuntimeLabel(handler), status: st}
+	})
+	if !r.status.IsSuccess() {
+		return r.status
 	}
-	if ok, reason := Fits(rc, handler, node.Node); !ok {
+	if ok, reason := fits(r.rc, r.handler, r.label, node.Node); !ok {
 		return framework.NewStatus(framework.Unschedulable, reason)
 	}
 	return nil

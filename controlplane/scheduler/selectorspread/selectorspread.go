@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orca-edge/orca/controlplane/scheduler/framework"
 )
@@ -21,7 +22,13 @@ const Name = "SelectorSpread"
 // SelectorSpread is the plugin.
 type SelectorSpread struct{}
 
-var _ framework.ScorePlugin = (*SelectorSpread)(nil)
+var (
+	_ framework.PreScorePlugin       = (*SelectorSpread)(nil)
+	_ framework.NormalizeScorePlugin = (*SelectorSpread)(nil)
+)
+
+// preScoreKey holds the uid of the pod's controller ("" for none).
+const preScoreKey framework.StateKey = Name + "/preScore"
 
 // New returns the plugin.
 func New() *SelectorSpread { return &SelectorSpread{} }
@@ -33,8 +40,19 @@ func (*SelectorSpread) Name() string { return Name }
 // pod's namespace and have the same controller as pod; 0 when pod has no
 // controller.
 func CountSiblings(pod *corev1.Pod, node *framework.NodeInfo) int64 {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
+	return countSiblings(pod, controllerUID(pod), node)
+}
+
+// controllerUID returns the uid of pod's controller, "" when it has none.
+func controllerUID(pod *corev1.Pod) types.UID {
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
+func countSiblings(pod *corev1.Pod, owner types.UID, node *framework.NodeInfo) int64 {
+	if owner == "" {
 		return 0
 	}
 	var n int64
@@ -42,27 +60,50 @@ func CountSiblings(pod *corev1.Pod, node *framework.NodeInfo) int64 {
 		if p.Namespace != pod.Namespace || p.DeletionTimestamp != nil || p.UID == pod.UID {
 			continue
 		}
-		if r := metav1.GetControllerOf(p); r != nil && r.UID == ref.UID {
+		if r := metav1.GetControllerOf(p); r != nil && r.UID == owner {
 			n++
 		}
 	}
 	return n
 }
 
-// Score is MaxNodeScore * (most - count) / most, where count is the node's
-// siblings and most the largest count over all nodes; every node scores
-// MaxNodeScore when no node holds a sibling, and 0 when the pod has no
-// controller (kube-scheduler's SelectorSpread NormalizeScore without zones).
-func (*SelectorSpread) Score(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
-	if metav1.GetControllerOf(pod) == nil {
-		return 0, nil
+// PreScore finds the pod's controller once per cycle.
+func (*SelectorSpread) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
+	framework.WriteState(ctx, preScoreKey, pod, controllerUID(pod))
+	return nil
+}
+
+// Score is the node's sibling count (CountSiblings), raw within a cycle
+// (all nil); with all, normalised among them (see NormalizeScore).
+func (p *SelectorSpread) Score(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
+	owner := framework.ReadState(ctx, preScoreKey, pod, func() types.UID { return controllerUID(pod) })
+	if all != nil {
+		return framework.NormalizedScore(ctx, pod, node, all, func(n *framework.NodeInfo) int64 { return countSiblings(pod, owner, n) }, p.NormalizeScore)
+	}
+	return countSiblings(pod, owner, node), nil
+}
+
+// NormalizeScore makes each count MaxNodeScore * (most - count) / most,
+// most being the largest count; every node scores MaxNodeScore when no
+// node holds a sibling, and 0 when the pod has no controller
+// (kube-scheduler's SelectorSpread NormalizeScore without zones).
+func (*SelectorSpread) NormalizeScore(ctx context.Context, pod *corev1.Pod, scores []framework.NodeScore) *framework.Status {
+	if framework.ReadState(ctx, preScoreKey, pod, func() types.UID { return controllerUID(pod) }) == "" {
+		for i := range scores {
+			scores[i].Score = 0
+		}
+		return nil
 	}
 	var most int64
-	for _, n := range all {
-		most = max(most, CountSiblings(pod, n))
+	for _, s := range scores {
+		most = max(most, s.Score)
 	}
-	if most == 0 {
-		return framework.MaxNodeScore, nil
+	for i := range scores {
+		if most == 0 {
+			scores[i].Score = framework.MaxNodeScore
+			continue
+		}
+		scores[i].Score = framework.MaxNodeScore * (most - scores[i].Score) / most
 	}
-	return framework.MaxNodeScore * (most - CountSiblings(pod, node)) / most, nil
+	return nil
 }

@@ -20,9 +20,14 @@ const Name = "TaintToleration"
 type TaintToleration struct{}
 
 var (
-	_ framework.FilterPlugin = (*TaintToleration)(nil)
-	_ framework.ScorePlugin  = (*TaintToleration)(nil)
+	_ framework.FilterPlugin         = (*TaintToleration)(nil)
+	_ framework.PreScorePlugin       = (*TaintToleration)(nil)
+	_ framework.NormalizeScorePlugin = (*TaintToleration)(nil)
 )
+
+// preScoreKey holds the pod's tolerations that may tolerate a
+// PreferNoSchedule taint.
+const preScoreKey framework.StateKey = Name + "/preScore"
 
 // New returns the plugin.
 func New() *TaintToleration { return &TaintToleration{} }
@@ -53,12 +58,22 @@ func (*TaintToleration) Filter(_ context.Context, pod *corev1.Pod, node *framewo
 // of node pod does not tolerate (only tolerations with an empty or
 // PreferNoSchedule effect count, as in kube-scheduler).
 func CountIntolerablePreferNoSchedule(pod *corev1.Pod, node *corev1.Node) int64 {
+	return countIntolerable(preferTolerations(pod), node)
+}
+
+// preferTolerations returns the tolerations of pod with an empty or
+// PreferNoSchedule effect.
+func preferTolerations(pod *corev1.Pod) []corev1.Toleration {
 	var tols []corev1.Toleration
 	for _, t := range pod.Spec.Tolerations {
 		if t.Effect == "" || t.Effect == corev1.TaintEffectPreferNoSchedule {
 			tols = append(tols, t)
 		}
 	}
+	return tols
+}
+
+func countIntolerable(tols []corev1.Toleration, node *corev1.Node) int64 {
 	var n int64
 	for i := range node.Spec.Taints {
 		t := &node.Spec.Taints[i]
@@ -69,17 +84,29 @@ func CountIntolerablePreferNoSchedule(pod *corev1.Pod, node *corev1.Node) int64 
 	return n
 }
 
-// Score is MaxNodeScore for the nodes with the fewest untolerated
-// PreferNoSchedule taints, falling linearly to 0 for the node with the
-// most (kube-scheduler's DefaultNormalizeScore with reverse=true).
-func (*TaintToleration) Score(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
-	var most int64
-	for _, n := range all {
-		most = max(most, CountIntolerablePreferNoSchedule(pod, n.Node))
+// PreScore selects the pod's tolerations that matter for the score, once
+// per cycle.
+func (*TaintToleration) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
+	framework.WriteState(ctx, preScoreKey, pod, preferTolerations(pod))
+	return nil
+}
+
+// Score is the number of the node's PreferNoSchedule taints the pod does
+// not tolerate, raw within a cycle (all nil); with all, normalised among
+// them: MaxNodeScore for the nodes with the fewest, falling linearly to 0
+// for the node with the most (kube-scheduler's DefaultNormalizeScore with
+// reverse=true).
+func (p *TaintToleration) Score(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
+	tols := framework.ReadState(ctx, preScoreKey, pod, func() []corev1.Toleration { return preferTolerations(pod) })
+	if all != nil {
+		return framework.NormalizedScore(ctx, pod, node, all, func(n *framework.NodeInfo) int64 { return countIntolerable(tols, n.Node) }, p.NormalizeScore)
 	}
-	if most == 0 {
-		return framework.MaxNodeScore, nil
-	}
-	c := CountIntolerablePreferNoSchedule(pod, node.Node)
-	return framework.MaxNodeScore - c*framework.MaxNodeScore/most, nil
+	return countIntolerable(tols, node.Node), nil
+}
+
+// NormalizeScore turns the counts into scores: fewest untolerated taints
+// best (framework.DefaultNormalizeScore, reversed).
+func (*TaintToleration) NormalizeScore(_ context.Context, _ *corev1.Pod, scores []framework.NodeScore) *framework.Status {
+	framework.DefaultNormalizeScore(framework.MaxNodeScore, true, scores)
+	return nil
 }
