@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,9 +129,19 @@ func (g *GroupCommit) Sync(ctx context.Context, stream string) error {
 func (g *GroupCommit) SyncStreamMeta(ctx context.Context, stream string) error {
 	ss := g.stream(stream)
 	ss.mu.Lock()
-	ss.metaSynced = false
+	ss.metaWant++ // the next round syncs the meta files
 	ss.mu.Unlock()
 	return ss.sync(ctx)
+}
+
+// Close stops the group commit's directory watches; writes that wait for
+// it afterwards fail. Call it after the stores using it are closed.
+func (g *GroupCommit) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ss := range g.streams {
+		ss.close()
+	}
 }
 
 func (g *GroupCommit) stream(name string) *streamSync {
@@ -138,7 +149,7 @@ func (g *GroupCommit) stream(name string) *streamSync {
 	defer g.mu.Unlock()
 	ss := g.streams[name]
 	if ss == nil {
-		ss = &streamSync{g: g, name: name}
+		ss = &streamSync{g: g, name: name, metaWant: 1} // the first round syncs the meta files
 		g.streams[name] = ss
 	}
 	return ss
@@ -151,13 +162,19 @@ type streamSync struct {
 
 	mu      sync.Mutex
 	next    *syncRound // the round writers join; nil when none is waiting
-	running bool       // a goroutine runs rounds
+	running bool       // a round runs (and owns the fields below)
 	err     error      // the first fsync error; sticky
-	dir     string     // the stream's directory, once found
+	closed  bool
+	// The meta files are synced by the first round and by the first
+	// round after each SyncStreamMeta: metaWant counts the requests,
+	// metaDone the one the last successful meta sync covered.
+	metaWant, metaDone uint64
 
-	// Only the round goroutine uses these (running guards them).
-	lastBlock  uint64 // highest block index the last round synced; 0 = none yet
-	metaSynced bool   // meta files and parent directories synced (mu held to reset)
+	// Owned by the running round.
+	dir       string   // the stream's directory, once found
+	watch     dirWatch // changes of dir/msgs since the last round; nil: rescan every round
+	scanned   bool     // the last full scan stands (watch set up, nothing missed since)
+	lastBlock uint64   // highest block index seen
 }
 
 // syncRound is one fsync; done is closed when err is set.
@@ -166,6 +183,9 @@ type syncRound struct {
 	err  error
 }
 
+// sync joins the next round. The writer that finds no round running runs
+// it itself (a lone writer waits for no other goroutine); rounds for the
+// writers that joined meanwhile run on a goroutine of their own.
 func (ss *streamSync) sync(ctx context.Context) error {
 	ss.mu.Lock()
 	if ss.err != nil {
@@ -179,7 +199,10 @@ func (ss *streamSync) sync(ctx context.Context) error {
 	r := ss.next
 	if !ss.running {
 		ss.running = true
-		go ss.run()
+		ss.next = nil
+		ss.mu.Unlock()
+		ss.runRound(r)
+		return r.err
 	}
 	ss.mu.Unlock()
 	select {
@@ -190,92 +213,147 @@ func (ss *streamSync) sync(ctx context.Context) error {
 	}
 }
 
-// run takes the waiting round, fsyncs, releases its writers, and goes on
-// while writers wait for another round. A writer that joins while a round
-// runs joins the next one, which starts after the fsync in progress: its
-// acknowledgement may have come after that fsync started.
-func (ss *streamSync) run() {
-	for {
-		ss.mu.Lock()
-		r := ss.next
-		ss.next = nil
-		if r == nil || ss.err != nil {
-			ss.running = false
-			err := ss.err
-			ss.mu.Unlock()
-			if r != nil {
-				r.err = err
-				close(r.done)
-			}
-			return
-		}
-		meta := ss.metaSynced
-		ss.mu.Unlock()
-
-		err := ss.round(meta)
+// runRound fsyncs for r's writers, releases them, and hands the next round
+// (writers that joined while this one ran: their acknowledgements may have
+// come after its fsync started) to a goroutine, or stops.
+func (ss *streamSync) runRound(r *syncRound) {
+	ss.mu.Lock()
+	metaWant, metaSynced, err := ss.metaWant, ss.metaDone >= ss.metaWant, ss.err
+	if ss.closed && err == nil {
+		err = errors.New("store: group commit closed")
+	}
+	ss.mu.Unlock()
+	if err == nil {
+		err = ss.round(metaSynced)
 		ss.g.rounds.Add(1)
-		ss.mu.Lock()
-		if err != nil {
-			ss.err = fmt.Errorf("store: fsync JetStream stream %s: %w; its writes are no longer acknowledged, restart the server", ss.name, err)
-			err = ss.err
-		} else {
-			ss.metaSynced = true
-		}
-		ss.mu.Unlock()
-		r.err = err
-		close(r.done)
+	}
+	ss.mu.Lock()
+	if err != nil && ss.err == nil {
+		ss.err = fmt.Errorf("store: fsync JetStream stream %s: %w; its writes are no longer acknowledged, restart the server", ss.name, err)
+	}
+	if ss.err != nil {
+		err = ss.err
+	} else {
+		ss.metaDone = max(ss.metaDone, metaWant)
+	}
+	if ss.closed && ss.watch != nil {
+		ss.watch.close()
+		ss.watch = nil
+	}
+	next := ss.next
+	ss.next = nil
+	ss.running = next != nil
+	ss.mu.Unlock()
+	r.err = err
+	close(r.done)
+	if next != nil {
+		go ss.runRound(next)
 	}
 }
 
-// round fsyncs the stream's new data: the block files from the last one
-// the previous round saw, the msgs directory, and (once) the meta files
-// and parent directories.
+// round fsyncs what changed in the stream since the last round: the last
+// block (appends go only there), every block created or replaced since
+// (a new block; a block JetStream compacted into a new file) and then the
+// msgs directory; the first round, and one after lost events, syncs every
+// block. metaSynced false also syncs the meta files and the directories
+// above the stream.
 func (ss *streamSync) round(metaSynced bool) error {
-	dir, err := ss.streamDir()
-	if err != nil {
-		return err
+	if ss.dir == "" {
+		dir, err := ss.streamDir()
+		if err != nil {
+			return err
+		}
+		ss.dir = dir
 	}
-	msgs := filepath.Join(dir, "msgs")
-	entries, err := os.ReadDir(msgs)
-	if err != nil {
-		return err
-	}
-	var blocks []uint64
-	var highest uint64
-	for _, e := range entries {
-		if idx, ok := blockIndex(e.Name()); ok {
-			blocks = append(blocks, idx)
-			highest = max(highest, idx)
+	msgs := filepath.Join(ss.dir, "msgs")
+	var changed []uint64
+	full := !ss.scanned
+	if !full {
+		var ok bool
+		if changed, ok = ss.watch.changes(); !ok {
+			full = true // events lost, or the directory went away
 		}
 	}
-	if highest < ss.lastBlock { // the stream was deleted and made again
-		ss.lastBlock, metaSynced = 0, false
-	}
-	for _, idx := range blocks {
-		if idx < ss.lastBlock {
-			continue
+	dirChanged := full || len(changed) > 0
+	if full {
+		if ss.watch != nil {
+			ss.watch.close()
+			ss.watch = nil
 		}
-		// A block removed since the listing (all its messages deleted)
-		// holds nothing to sync.
+		// Watch first, then list: a block made after the listing is an event.
+		if w, err := watchDir(msgs); err == nil {
+			ss.watch = w
+		}
+		entries, err := os.ReadDir(msgs)
+		if os.IsNotExist(err) { // the stream is gone: nothing to sync
+			ss.dir, ss.scanned = "", false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var highest uint64
+		changed = changed[:0]
+		for _, e := range entries {
+			if idx, ok := blockIndex(e.Name()); ok {
+				changed = append(changed, idx)
+				highest = max(highest, idx)
+			}
+		}
+		if highest < ss.lastBlock { // the stream was deleted and made again
+			metaSynced = false
+		}
+		ss.lastBlock = 0
+		ss.scanned = ss.watch != nil
+	} else {
+		changed = append(changed, ss.lastBlock)
+	}
+	slices.Sort(changed)
+	changed = slices.Compact(changed)
+	for _, idx := range changed {
+		// A block removed since (all its messages deleted) holds nothing to sync.
 		if err := ss.g.fsync(filepath.Join(msgs, strconv.FormatUint(idx, 10)+".blk")); err != nil && !os.IsNotExist(err) {
 			return err
 		}
+		ss.lastBlock = max(ss.lastBlock, idx)
 	}
-	if err := ss.g.fsync(msgs); err != nil {
-		return err
+	if dirChanged {
+		if err := ss.g.fsync(msgs); err != nil {
+			return err
+		}
 	}
 	if !metaSynced {
 		for _, p := range []string{
-			filepath.Join(dir, server.JetStreamMetaFile), filepath.Join(dir, server.JetStreamMetaFileSum),
-			dir, filepath.Dir(dir), filepath.Dir(filepath.Dir(dir)), ss.g.dir,
+			filepath.Join(ss.dir, server.JetStreamMetaFile), filepath.Join(ss.dir, server.JetStreamMetaFileSum),
+			ss.dir, filepath.Dir(ss.dir), filepath.Dir(filepath.Dir(ss.dir)), ss.g.dir,
 		} {
 			if err := ss.g.fsync(p); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 		}
 	}
-	ss.lastBlock = max(ss.lastBlock, highest)
 	return nil
+}
+
+// close stops the directory watch; later writes fail.
+func (ss *streamSync) close() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.closed = true
+	if !ss.running && ss.watch != nil {
+		ss.watch.close()
+		ss.watch = nil
+	}
+}
+
+// dirWatch reports the message blocks created or renamed into a stream's
+// msgs directory (groupcommit_linux.go: inotify).
+type dirWatch interface {
+	// changes returns the indexes of the blocks created or moved into the
+	// directory since the last call; false when events were lost or the
+	// directory was removed (the caller rescans).
+	changes() ([]uint64, bool)
+	close()
 }
 
 // blockIndex parses a message block file name "<n>.blk".
@@ -292,12 +370,6 @@ func blockIndex(name string) (uint64, bool) {
 // the only one holding a stream of that name ("$G" without accounts, the
 // orca account's public key in JWT mode).
 func (ss *streamSync) streamDir() (string, error) {
-	ss.mu.Lock()
-	dir := ss.dir
-	ss.mu.Unlock()
-	if dir != "" {
-		return dir, nil
-	}
 	matches, err := filepath.Glob(filepath.Join(ss.g.dir, "*", "streams", ss.name))
 	if err != nil {
 		return "", err
@@ -306,11 +378,8 @@ func (ss *streamSync) streamDir() (string, error) {
 	case 0:
 		return "", fmt.Errorf("no directory for stream %s under %s", ss.name, ss.g.dir)
 	case 1:
+		return matches[0], nil
 	default:
 		return "", fmt.Errorf("stream %s exists in %d accounts under %s", ss.name, len(matches), ss.g.dir)
 	}
-	ss.mu.Lock()
-	ss.dir = matches[0]
-	ss.mu.Unlock()
-	return matches[0], nil
 }

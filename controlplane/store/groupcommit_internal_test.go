@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +32,7 @@ func TestGroupCommitFsyncsAfterTheAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(gc.Close)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -119,4 +123,59 @@ func checkDurable(obj Object, durable uint64) error {
 		return fmt.Errorf("%s returned at revision %d, but only revisions up to %d were fsynced", obj.GetName(), rev, durable)
 	}
 	return nil
+}
+
+// TestGroupCommitRoundSyncsWhatChanged runs rounds on a stream directory
+// laid out as JetStream's and checks what each fsyncs: everything first;
+// then the last block only; a new block and the directory; a block
+// replaced by a rename (a compaction) and the directory.
+func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
+	root := t.TempDir()
+	stream := filepath.Join(root, "$G", "streams", "KV_x")
+	msgs := filepath.Join(stream, "msgs")
+	if err := os.MkdirAll(msgs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(msgs, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"1.blk", "2.blk", "index.db"} {
+		write(f)
+	}
+	if err := os.WriteFile(filepath.Join(stream, "meta.inf"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var synced []string
+	gc := &GroupCommit{dir: root, streams: map[string]*streamSync{}, fsync: func(p string) error {
+		rel, _ := filepath.Rel(root, p)
+		synced = append(synced, rel)
+		return fsyncPath(p)
+	}}
+	t.Cleanup(gc.Close)
+	round := func(want ...string) {
+		t.Helper()
+		synced = nil
+		if err := gc.Sync(context.Background(), "KV_x"); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(synced, want) {
+			t.Errorf("round synced %q, want %q", synced, want)
+		}
+	}
+	m := filepath.Join("$G", "streams", "KV_x", "msgs")
+	s := filepath.Join("$G", "streams", "KV_x")
+	round(filepath.Join(m, "1.blk"), filepath.Join(m, "2.blk"), m,
+		filepath.Join(s, "meta.inf"), filepath.Join(s, "meta.sum"), s, filepath.Join("$G", "streams"), "$G", ".")
+	round(filepath.Join(m, "2.blk"))
+	write("3.blk")
+	round(filepath.Join(m, "2.blk"), filepath.Join(m, "3.blk"), m)
+	write("1.new")
+	if err := os.Rename(filepath.Join(msgs, "1.new"), filepath.Join(msgs, "1.blk")); err != nil {
+		t.Fatal(err)
+	}
+	round(filepath.Join(m, "1.blk"), filepath.Join(m, "3.blk"), m)
+	round(filepath.Join(m, "3.blk"))
 }
