@@ -1,11 +1,14 @@
 package storebench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,7 +102,42 @@ func StartEtcd(ctx context.Context, dir string) (Target, error) {
 		}
 		<-tick.C
 	}
-	return &etcdTarget{cli: cli, stop: stop}, nil
+	return &etcdTarget{cli: cli, stop: stop, pid: cmd.Process.Pid, metrics: client + "/metrics"}, nil
+}
+
+// serverCPU reads the etcd process's user + system time from /proc.
+func (e *etcdTarget) serverCPU() time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(e.pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which ends with ")"): utime is the
+	// 14th field of the line, stime the 15th, in clock ticks (100/s).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// fsyncs reads etcd_disk_wal_fsync_duration_seconds_count from etcd's
+// metrics.
+func (e *etcdTarget) fsyncs() (uint64, bool) {
+	resp, err := http.Get(e.metrics)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "etcd_disk_wal_fsync_duration_seconds_count "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			return uint64(n), err == nil
+		}
+	}
+	return 0, false
 }
 
 func freePort() (int, error) {
@@ -116,8 +154,10 @@ func freePort() (int, error) {
 // transaction on CreateRevision == 0, update on ModRevision == the read
 // revision, resourceVersion = ModRevision.
 type etcdTarget struct {
-	cli  *clientv3.Client
-	stop func()
+	cli     *clientv3.Client
+	stop    func()
+	pid     int
+	metrics string // the /metrics URL
 }
 
 func (e *etcdTarget) Name() string { return "etcd" }

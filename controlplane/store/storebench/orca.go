@@ -2,8 +2,8 @@ package storebench
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -59,7 +59,16 @@ func StartOrca(dir string, d Durability) (Target, error) {
 		ns.Shutdown()
 		return nil, err
 	}
-	return &orcaTarget{name: "orca/" + string(d), st: st, nc: nc, ns: ns}, nil
+	return &orcaTarget{name: "orca/" + string(d), st: st, nc: nc, ns: ns, gc: cfg.GroupCommit}, nil
+}
+
+func (o *orcaTarget) serverCPU() time.Duration { return 0 } // embedded: counted as this process's
+
+func (o *orcaTarget) fsyncs() (uint64, bool) {
+	if o.gc == nil {
+		return 0, false
+	}
+	return o.gc.Stats().Rounds, true
 }
 
 // NewOrca returns a target on an existing store; Close does not close it.
@@ -70,6 +79,7 @@ type orcaTarget struct {
 	st   *store.Store
 	nc   *nats.Conn     // owned, or nil
 	ns   *server.Server // owned, or nil
+	gc   *store.GroupCommit
 }
 
 func (o *orcaTarget) Name() string { return o.name }
@@ -133,7 +143,10 @@ func (o *orcaTarget) Close() error {
 	}
 	o.st.Close()
 	o.nc.Close()
+	if o.gc != nil {
+		o.gc.Close()
+	}
 	o.ns.Shutdown()
 	o.ns.WaitForShutdown()
-	return errors.Join()
+	return nil
 }

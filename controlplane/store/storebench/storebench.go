@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,11 +118,49 @@ type Result struct {
 	// WatchMissed counts writes whose event had not arrived when the run
 	// ended (a watch that drops events, or one slower than the run).
 	WatchMissed int
+	// CreateCPU and UpdateCPU are the CPU time (user + system) per create
+	// and per get + update pair, of this process (client, and orca's
+	// embedded server) and of the target's server process (etcd): on a
+	// shared machine steadier than the rates.
+	CreateCPU, UpdateCPU time.Duration
+	// WritesPerFsync is the create and update phases' writes divided by
+	// the fsyncs the target made for them (orca's group commit rounds,
+	// etcd's WAL fsyncs); 0 when the target does not count them.
+	WritesPerFsync float64
+}
+
+// meter is implemented by targets that can count their server's work.
+type meter interface {
+	// serverCPU is the CPU time used so far by the target's server when
+	// it runs in another process; 0 when it runs in this one.
+	serverCPU() time.Duration
+	// fsyncs is how many fsyncs the target has made so far; false when
+	// it cannot tell.
+	fsyncs() (uint64, bool)
+}
+
+// cpuNow returns this process's CPU time so far and t's server's.
+func cpuNow(t Target) time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if m, ok := t.(meter); ok {
+		d += m.serverCPU()
+	}
+	return d
+}
+
+func fsyncsNow(t Target) (uint64, bool) {
+	if m, ok := t.(meter); ok {
+		return m.fsyncs()
+	}
+	return 0, false
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%s clients=%d: create %.0f/s (%v) update %.0f/s (%v) conflicts %d list(%d) %v watch %v missed %d",
-		r.Target, r.Clients, r.CreatesPerSec, r.Create, r.UpdatesPerSec, r.Update, r.Conflicts, r.Objects, r.List, r.Watch, r.WatchMissed)
+	return fmt.Sprintf("%s clients=%d: create %.0f/s (%v, cpu %v/op) update %.0f/s (%v, cpu %v/op) conflicts %d writes/fsync %.1f list(%d) %v watch %v missed %d",
+		r.Target, r.Clients, r.CreatesPerSec, r.Create, r.CreateCPU.Round(time.Microsecond), r.UpdatesPerSec, r.Update, r.UpdateCPU.Round(time.Microsecond),
+		r.Conflicts, r.WritesPerFsync, r.Objects, r.List, r.Watch, r.WatchMissed)
 }
 
 // Run runs the workload on t once per client count and returns the
@@ -192,6 +231,8 @@ func runOne(ctx context.Context, t Target, opts Options, ns string, clients int)
 		}
 		return idx
 	}
+	fsync0, fsyncOK := fsyncsNow(t)
+	cpu0 := cpuNow(t)
 	lat, elapsed, _, err := parallel(ctx, clients, perClient, func(i int) (bool, error) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i), Labels: map[string]string{"app": "storebench"}},
 			Data: map[string]string{"data": data}}
@@ -203,6 +244,8 @@ func runOne(ctx context.Context, t Target, opts Options, ns string, clients int)
 		return res, fmt.Errorf("create: %w", err)
 	}
 	res.CreatesPerSec, res.Create = float64(opts.Objects)/elapsed.Seconds(), percentiles(lat)
+	cpu1 := cpuNow(t)
+	res.CreateCPU = (cpu1 - cpu0) / time.Duration(opts.Objects)
 	if err := waitWatch(ctx, wt); err != nil {
 		res.WatchMissed += wt.pending()
 	}
@@ -230,6 +273,10 @@ func runOne(ctx context.Context, t Target, opts Options, ns string, clients int)
 		return res, fmt.Errorf("update: %w", err)
 	}
 	res.UpdatesPerSec, res.Update, res.Conflicts = float64(opts.Objects)/elapsed.Seconds(), percentiles(lat), conflicts
+	res.UpdateCPU = (cpuNow(t) - cpu1) / time.Duration(opts.Objects)
+	if fsync1, ok := fsyncsNow(t); ok && fsyncOK && fsync1 > fsync0 {
+		res.WritesPerFsync = float64(2*opts.Objects) / float64(fsync1-fsync0)
+	}
 	if err := waitWatch(ctx, wt); err != nil {
 		res.WatchMissed += wt.pending()
 	}
