@@ -7,7 +7,7 @@ BIN     := bin
 RUNDIR  ?= .run
 PKGS    := ./...
 
-.PHONY: all build run test test-short conformance fuzz bench vet fmt clean
+.PHONY: all build run test test-short conformance fuzz bench bench-short bench-go vet fmt clean
 
 all: build
 
@@ -70,7 +70,21 @@ fuzz:
 	  else tail -2 .fuzz.out; fi; \
 	done; rm -f .fuzz.out
 
+# The control-plane benchmarks of issue 9 (deploy/bench): builds the
+# binaries, drives real orca-server processes, prints one table (before,
+# orca, peer, ratio, target) and writes it as JSON under .bench/. Each
+# figure is the median of several runs. BENCHFLAGS adds flags, e.g.
+# BENCHFLAGS="-only '^a' -cpuprofile -memprofile" (see README,
+# Benchmarks). `make bench` takes under 30 minutes, `make bench-short`
+# under 5.
+BENCHFLAGS ?=
 bench:
+	$(GO) run ./deploy/bench -out .bench $(BENCHFLAGS)
+bench-short:
+	$(GO) run ./deploy/bench -short -out .bench $(BENCHFLAGS)
+
+# The package benchmarks (go test -bench), each against its peer.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./controlplane/store/ ./wasm/... ./nodeagent/proxy/
 	$(GO) test -run '^$$' -bench PodStart -benchtime 1x ./nodeagent/
 	$(GO) test -run '^$$' -bench WriteAtomic -benchtime 200x ./nodeagent/

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/orca-edge/orca/controlplane/pki"
+)
+
+// binaries are the programs the runner builds into bin/ and drives.
+var binaries = map[string]string{
+	"orca-server": "./controlplane/cmd/orca-server",
+	"orca-agent":  "./nodeagent/cmd/orca-agent",
+	"orca":        "./controlplane/cmd/orca",
+}
+
+// commitFile records, in bin/, the commit the binaries were built from
+// (a -no-build run reports it).
+const commitFile = ".bench-commit"
+
+// binariesCommit is the commit build recorded (or HEAD's, if none was).
+func binariesCommit(root string) string {
+	if b, err := os.ReadFile(filepath.Join(root, "bin", commitFile)); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return gitCommit(root)
+}
+
+// build builds every binary of binaries into <root>/bin with the go
+// command, as `make build` does, and records the commit.
+func build(ctx context.Context, root string) error {
+	defer os.WriteFile(filepath.Join(root, "bin", commitFile), []byte(gitCommit(root)+"\n"), 0o644)
+	for name, pkg := range binaries {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin", name), pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// server is one orca-server process on a fresh data directory, its
+// embedded NATS and apiserver on free loopback ports, everything else as
+// shipped (TLS, audit log, SyncAlways, RBAC, limits).
+type server struct {
+	root, dir  string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	natsURL    string
+	apiURL     string
+	kubeconfig string
+	profiling  bool
+	admin      *rest.Config
+	client     kubernetes.Interface
+}
+
+// freePort returns a loopback port nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// supportsFlag reports whether bin's --help lists flag.
+func supportsFlag(bin, flag string) bool {
+	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	return bytes.Contains(out, []byte("--"+flag+" "))
+}
+
+// startServer starts bin/orca-server under work/<name> and waits until
+// its apiserver answers /readyz with the admin kubeconfig it wrote.
+func startServer(ctx context.Context, root, work, name string, profiling bool, extra ...string) (*server, error) {
+	dir := filepath.Join(work, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	np, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	ap, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{root: root, dir: dir, done: make(chan struct{}),
+		natsURL:    fmt.Sprintf("nats://127.0.0.1:%d", np),
+		apiURL:     fmt.Sprintf("https://127.0.0.1:%d", ap),
+		kubeconfig: filepath.Join(dir, "admin.kubeconfig")}
+	bin := filepath.Join(root, "bin", "orca-server")
+	args := []string{"--data-dir", filepath.Join(dir, "data"),
+		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np),
+		"--apiserver-addr", fmt.Sprintf("127.0.0.1:%d", ap),
+		"--write-kubeconfig", s.kubeconfig, "--log-level", "warn"}
+	if profiling && supportsFlag(bin, "profiling") {
+		args = append(args, "--profiling")
+		s.profiling = true
+	}
+	args = append(args, extra...)
+	log, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	go func() { s.cmd.Wait(); log.Close(); close(s.done) }()
+	if err := s.waitReady(ctx, 60*time.Second); err != nil {
+		_, _ = s.stop()
+		return nil, fmt.Errorf("orca-server did not become ready (log %s): %w", filepath.Join(dir, "server.log"), err)
+	}
+	return s, nil
+}
+
+// waitReady waits for the kubeconfig file and a 200 from /readyz.
+func (s *server) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return errors.New("orca-server exited: " + tail(filepath.Join(s.dir, "server.log")))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if s.admin == nil {
+			if _, err := os.Stat(s.kubeconfig); err != nil {
+				last = err
+				continue
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+			if err != nil {
+				last = err
+				continue
+			}
+			s.admin = tune(cfg)
+			if s.client, err = kubernetes.NewForConfig(s.admin); err != nil {
+				return err
+			}
+		}
+		body, err := s.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && strings.TrimSpace(string(body)) == "ok" {
+			return nil
+		}
+		last = err
+	}
+	return fmt.Errorf("after %s: %v", timeout, last)
+}
+
+// tune lifts client-go's client-side rate limit (QPS 5 by default): the
+// load generators pace themselves.
+func tune(cfg *rest.Config) *rest.Config {
+	cfg.QPS = -1
+	cfg.Burst = 0
+	cfg.Timeout = 2 * time.Minute
+	return cfg
+}
+
+// loadClients returns n clientsets, each as its own user bench-load-<i>
+// in group system:masters (certificates signed here with the cluster CA)
+// and over its own HTTP/2 connection: the apiserver's per-user in-flight
+// bound (50 by default) applies per user as it would to n separate
+// clients, so one process can offer 500 req/s without being 429'd as one
+// flooding user.
+func (s *server) loadClients(n int) ([]kubernetes.Interface, error) {
+	tlsDir := filepath.Join(s.dir, "data", "tls")
+	ca, err := pki.LoadCA(filepath.Join(tlsDir, "ca.crt"), filepath.Join(tlsDir, "ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	var out []kubernetes.Interface
+	for i := range n {
+		kp, err := ca.IssueClient(fmt.Sprintf("bench-load-%d", i), "system:masters")
+		if err != nil {
+			return nil, err
+		}
+		cfg := tune(&rest.Config{Host: s.admin.Host, TLSClientConfig: rest.TLSClientConfig{
+			CAData: s.admin.TLSClientConfig.CAData, CertData: kp.CertPEM, KeyData: kp.KeyPEM}})
+		if len(cfg.TLSClientConfig.CAData) == 0 {
+			cfg.TLSClientConfig.CAFile = s.admin.TLSClientConfig.CAFile
+		}
+		c, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// pid is orca-server's process id.
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// stopTimeout is how long stop waits after SIGTERM before it kills.
+const stopTimeout = 15 * time.Second
+
+// stop sends SIGTERM and waits up to stopTimeout, then kills; it returns
+// how long the process took to exit and whether it had to be killed.
+func (s *server) stop() (time.Duration, bool) {
+	start := time.Now()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return time.Since(start), false
+	case <-time.After(stopTimeout):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return time.Since(start), true
+	}
+}
+
+// remove deletes the server's directory (after stop).
+func (s *server) remove() { _ = os.RemoveAll(s.dir) }
+
+// ensureNamespace creates namespace name unless it exists.
+func ensureNamespace(ctx context.Context, c kubernetes.Interface, name string) error {
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// joinFlags returns the orca-agent join flags of a fresh bootstrap token
+// (`orca token create --print-join-command`, as deploy/README.md joins a
+// node).
+func (s *server) joinFlags(ctx context.Context) ([]string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.root, "bin", "orca"), "token", "create", "--print-join-command")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		return nil, fmt.Errorf("orca token create: %w", err)
+	}
+	f := strings.Fields(strings.TrimSpace(string(out)))
+	if len(f) < 2 || f[0] != "orca-agent" {
+		return nil, fmt.Errorf("orca token create printed %q", out)
+	}
+	return f[1:], nil
+}
+
+// agent is one orca-agent process.
+type agent struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// startAgent starts bin/orca-agent joined to s with args added (node
+// name, data dir, modes).
+func (s *server) startAgent(ctx context.Context, name string, args ...string) (*agent, error) {
+	join, err := s.joinFlags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	a := &agent{done: make(chan struct{}), log: filepath.Join(dir, "agent.log")}
+	log, err := os.Create(a.log)
+	if err != nil {
+		return nil, err
+	}
+	all := append(append(join, "--nats-url", s.natsURL, "--data-dir", dir, "--log-level", "warn"), args...)
+	a.cmd = exec.Command(filepath.Join(s.root, "bin", "orca-agent"), all...)
+	a.cmd.Stdout, a.cmd.Stderr = log, log
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := a.cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	go func() { a.cmd.Wait(); log.Close(); close(a.done) }()
+	return a, nil
+}
+
+// stop ends the agent (SIGTERM, then SIGKILL after 30 s).
+func (a *agent) stop() {
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// procStatusKB reads a field in kB ("VmRSS", "VmHWM") of /proc/<pid>/status.
+func procStatusKB(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == field {
+			fs := strings.Fields(v)
+			if len(fs) > 0 {
+				return strconv.ParseInt(fs[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// rssMiB is VmRSS of pid in MiB.
+func rssMiB(pid int) (float64, error) {
+	kb, err := procStatusKB(pid, "VmRSS")
+	return float64(kb) / 1024, err
+}
+
+// profile fetches /debug/pprof/<what> from orca-server (as the admin) into
+// path; an error when the server runs without --profiling.
+func (s *server) profile(ctx context.Context, what string, query map[string]string, path string) error {
+	if !s.profiling {
+		return errors.New("orca-server has no --profiling at this commit")
+	}
+	req := s.client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/" + what)
+	for k, v := range query {
+		req = req.Param(k, v)
+	}
+	rc, err := req.Timeout(5 * time.Minute).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// tail returns the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return strings.Join(lines, "\n")
+}

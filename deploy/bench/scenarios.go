@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// kubeSchedulerFloor is the floor of Kubernetes' own scheduler benchmark
+// (scheduler_perf SchedulingBasic, 5,000 nodes: 680-810 pods/s on far
+// bigger machines) that issue 9 quotes: a reference constant, not
+// measured here.
+const kubeSchedulerFloor = 680
+
+func f64(v float64) *float64 { return &v }
+
+// count renders n with thousands separators ("10,000").
+func count(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// scenarios are the benchmarks of issue 9 in table order, sized for
+// e.short.
+func scenarios(e *env) []scenario {
+	schedPods, startupPods, apiPods, apiDur, fpPods, runs := 10000, 1000, 10000, 30*time.Second, 30000, 3
+	if e.short {
+		schedPods, startupPods, apiPods, apiDur, fpPods = 2000, 300, 2000, 10*time.Second, 5000
+	}
+	var out []scenario
+	for _, nodes := range []int{1000, 5000} {
+		id := fmt.Sprintf("a.%d", nodes)
+		target := 1500.0
+		if nodes == 5000 {
+			target = 800
+		}
+		out = append(out, scenario{id: id, runs: runs,
+			figures: []Figure{
+				{ID: id + ".throughput", Name: fmt.Sprintf("(a) scheduler throughput, %s pods on %s nodes", count(schedPods), count(nodes)), Unit: "pods/s",
+					Peer: "kube-scheduler floor at 5,000 nodes (680-810)", PeerValue: f64(kubeSchedulerFloor), Target: &Target{Op: ">=", Value: target}},
+				{ID: id + ".create", Name: fmt.Sprintf("(a) create rate of those pods (%s nodes)", count(nodes)), Unit: "pods/s"},
+				{ID: id + ".stop", Name: fmt.Sprintf("(a) orca-server SIGTERM to exit after that run (%s nodes)", count(nodes)), Unit: "s"},
+			},
+			run: func(ctx context.Context, e *env) (*sample, error) {
+				return runSchedThroughput(ctx, e, id, nodes, schedPods)
+			},
+		})
+	}
+	out = append(out, scenario{id: "b", runs: runs,
+		figures: []Figure{
+			{ID: "b.p50", Name: fmt.Sprintf("(b) pod startup p50, %s pods on 100 nodes at 50/s", count(startupPods)), Unit: "ms"},
+			{ID: "b.p99", Name: "(b) pod startup p99", Unit: "ms", Target: &Target{Op: "<=", Value: 1000}},
+		},
+		run: func(ctx context.Context, e *env) (*sample, error) {
+			return runPodStartup(ctx, e, "b", 100, startupPods, 50)
+		},
+	})
+	cf := []Figure{}
+	for _, op := range []struct{ id, name string }{{"create", "create"}, {"get", "get"}, {"update", "update"},
+		{"list-selector", "list, selector matching 100"}, {"list-all", fmt.Sprintf("list of all %s+ pods", count(apiPods))}, {"watch", "watch delivery"}} {
+		for _, p := range []string{"p50", "p99"} {
+			f := Figure{ID: "c." + op.id + "." + p, Name: fmt.Sprintf("(c) API %s %s", op.name, p), Unit: "ms"}
+			if op.id == "create" && p == "p50" {
+				f.Name = fmt.Sprintf("(c) API create p50, %s pods stored, 500 req/s", count(apiPods))
+			}
+			switch {
+			case op.id == "create" && p == "p99":
+				f.Target = &Target{Op: "<=", Value: 50}
+			case op.id == "list-all" && p == "p99":
+				f.Target = &Target{Op: "<=", Value: 1000}
+			}
+			cf = append(cf, f)
+		}
+	}
+	cf = append(cf, Figure{ID: "c.fill", Name: fmt.Sprintf("(c) create rate filling the %s pods (64 concurrent)", count(apiPods)), Unit: "pods/s"})
+	out = append(out, scenario{id: "c", runs: runs, figures: cf,
+		run: func(ctx context.Context, e *env) (*sample, error) { return runAPILatency(ctx, e, "c", apiPods, apiDur) },
+	})
+	out = append(out, scenario{id: "e", runs: runs,
+		figures: []Figure{
+			{ID: "e.server.idle", Name: "(e) orca-server idle RSS", Unit: "MiB", Target: &Target{Op: "<=", Value: 64}},
+			{ID: "e.agent.idle", Name: "(e) orca-agent idle RSS, no pods", Unit: "MiB", Target: &Target{Op: "<=", Value: 32}},
+			{ID: "e.server.loaded", Name: fmt.Sprintf("(e) orca-server RSS, 1,000 nodes + %s pods", count(fpPods)), Unit: "MiB", Target: &Target{Op: "<=", Value: 1024}},
+			{ID: "e.server.peak", Name: "(e) orca-server peak RSS (VmHWM) of that run", Unit: "MiB"},
+			{ID: "e.size.orca-server", Name: "(e) binary size orca-server", Unit: "MB"},
+			{ID: "e.size.orca-agent", Name: "(e) binary size orca-agent", Unit: "MB"},
+		},
+		run: func(ctx context.Context, e *env) (*sample, error) { return runFootprint(ctx, e, "e", 1000, fpPods) },
+	})
+	return out
+}
