@@ -226,8 +226,14 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 			drop++
 		}
 		if drop > 0 {
+			// Drop from the front in place: the array is copied only when
+			// append outgrows it (about every capacity/4 events), not on
+			// every event (a copy of the whole history per write was 83%
+			// of orca-server's allocations with 30,000 pods). The dropped
+			// slots are cleared so their objects can be collected.
 			c.minRev = c.events[drop-1].Revision
-			c.events = append([]event(nil), c.events[drop:]...)
+			clear(c.events[:drop])
+			c.events = c.events[drop:]
 		}
 		for w := range c.watchers {
 			w.send(ev)

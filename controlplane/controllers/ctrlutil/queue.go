@@ -34,7 +34,11 @@ func EnqueueHandler(q workqueue.TypedRateLimitingInterface[string]) store.Handle
 // RunWorkers runs workers goroutines that take keys from q and call syncFn,
 // in the sample-controller style: an error requeues the key with backoff
 // (AddRateLimited), success forgets its backoff. It shuts q down when ctx
-// ends and returns once every worker has stopped.
+// ends and returns once every worker has stopped: a worker finishes the
+// sync it is in (which sees ctx ended) and takes no further key, so keys
+// still queued are dropped, not drained (a workqueue shut down would hand
+// out every queued key first; with 10,000 pods queued that kept
+// orca-server from stopping for minutes). The next leader resyncs them.
 func RunWorkers(ctx context.Context, name string, q workqueue.TypedRateLimitingInterface[string], workers int, syncFn func(ctx context.Context, key string) error) {
 	if workers <= 0 {
 		workers = 1
@@ -48,7 +52,7 @@ func RunWorkers(ctx context.Context, name string, q workqueue.TypedRateLimitingI
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for processNext(ctx, name, q, syncFn) {
+			for ctx.Err() == nil && processNext(ctx, name, q, syncFn) {
 			}
 		}()
 	}
@@ -61,6 +65,9 @@ func processNext(ctx context.Context, name string, q workqueue.TypedRateLimiting
 		return false
 	}
 	defer q.Done(key)
+	if ctx.Err() != nil {
+		return false // stopping: leave the key
+	}
 	if err := syncFn(ctx, key); err != nil {
 		switch {
 		case ctx.Err() != nil:

@@ -63,7 +63,9 @@ func New(s *store.Store, pods *store.Informer) *Controller {
 // check (so keys of pods deleted while orca-server was down are removed),
 // and runs max(workers, MinWorkers) workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	objs, _, err := c.s.List(ctx, store.NodePods, "")
+	// Read once: a cache of the projection would keep a second copy of
+	// every bound pod in this process.
+	objs, _, err := c.s.ListUncached(ctx, store.NodePods, "")
 	if err != nil {
 		return fmt.Errorf("nodepods: list projection: %w", err)
 	}
