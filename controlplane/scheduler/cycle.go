@@ -144,8 +144,10 @@ func (s *Scheduler) findFeasible(ctx context.Context, pod *corev1.Pod, nodes []*
 		return nil, fitErr, nil
 	}
 	want := numFeasibleNodesToFind(s.percentage, int32(n))
-	feasible := make([]*framework.NodeInfo, want)
-	reasons := make([][]string, n) // by position after start; nil: passed or not looked at
+	feasible := grow(s.scratch.feasible, int(want))
+	reasons := grow(s.scratch.reasons, n) // by position after start; nil: passed or not looked at
+	clear(reasons)
+	s.scratch.feasible, s.scratch.reasons = feasible, reasons
 	var found atomic.Int32
 	var firstErr error
 	var errOnce sync.Once
@@ -205,11 +207,12 @@ func (s *Scheduler) prioritize(ctx context.Context, pod *corev1.Pod, feasible []
 	}
 	plugins := s.plugins.Score
 	normalizers := make([]framework.NormalizeScorePlugin, len(plugins))
-	scores := make([][]framework.NodeScore, len(plugins))
+	scores := grow(s.scratch.scores, len(plugins))
 	for j, sp := range plugins {
 		normalizers[j], _ = sp.(framework.NormalizeScorePlugin)
-		scores[j] = make([]framework.NodeScore, len(feasible))
+		scores[j] = grow(scores[j], len(feasible))
 	}
+	s.scratch.scores = scores
 	var firstErr error
 	var errOnce sync.Once
 	sctx, cancel := context.WithCancel(ctx)
@@ -268,6 +271,24 @@ func (s *Scheduler) prioritize(ctx context.Context, pod *corev1.Pod, feasible []
 		}
 	}
 	return chosen, nil
+}
+
+// scratch holds the buffers of the last cycle, reused by the next one
+// (scheduling goroutine only): the feasible nodes, the filter reasons per
+// node looked at, and the scores per plugin and node.
+type scratch struct {
+	feasible []*framework.NodeInfo
+	reasons  [][]string
+	scores   [][]framework.NodeScore
+}
+
+// grow returns b resliced to n elements, reallocated when too small; the
+// elements are left as they were.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
 
 // assume accounts pod on node in the cache, so the next cycle sees it

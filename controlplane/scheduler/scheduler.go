@@ -135,6 +135,7 @@ type Scheduler struct {
 	// nextStartNodeIndex is where the next cycle starts filtering
 	// (scheduling goroutine only).
 	nextStartNodeIndex int
+	scratch            scratch
 	// binding counts the binding goroutines.
 	binding sync.WaitGroup
 
