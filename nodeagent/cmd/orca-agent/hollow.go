@@ -51,10 +51,11 @@ func hollowCapacity(kvs []string) (corev1.ResourceList, error) {
 	return out, nil
 }
 
-// joinAttempts bounds the joins of one hollow node (a 429 of the
-// per-user in-flight limit while many nodes join with one token, a
-// server still starting).
-const joinAttempts = 5
+// joinRetryMax is the longest pause between two joins of one hollow
+// node: with thousands of nodes joining with one token, the apiserver
+// answers some with 429 (its in-flight limits) or times out; the node
+// tries again until --join-timeout passed since its first attempt.
+const joinRetryMax = 10 * time.Second
 
 // runHollow runs --hollow nodes until ctx ends.
 func runHollow(ctx context.Context, o options, labels map[string]string, fail context.CancelCauseFunc) error {
@@ -67,6 +68,9 @@ func runHollow(ctx context.Context, o options, labels map[string]string, fail co
 	if o.nodeNameSet {
 		return errors.New("--node-name does not apply to --hollow: the nodes are named with --hollow-name-prefix")
 	}
+	if o.join.token != "" && (o.join.server == "" || o.join.caHash == "") {
+		return errors.New("join: --server, --token and --discovery-token-ca-cert-hash are all needed (the hash is printed by `orca token create --print-join-command`)")
+	}
 	capacity, err := hollowCapacity(o.hollowCapacity)
 	if err != nil {
 		return err
@@ -77,20 +81,21 @@ func runHollow(ctx context.Context, o options, labels map[string]string, fail co
 		if err := os.MkdirAll(no.dataDir, 0o755); err != nil {
 			return nil, err
 		}
-		var err error
+		first := time.Now()
 		for attempt := 1; ; attempt++ {
-			var nc *nats.Conn
-			if nc, _, err = connectNATS(ctx, no, fail); err == nil {
+			nc, _, err := connectNATS(ctx, no, fail)
+			if err == nil {
 				return nc, nil
 			}
-			if attempt == joinAttempts || ctx.Err() != nil {
+			pause := min(time.Duration(attempt)*time.Second, joinRetryMax)
+			if ctx.Err() != nil || time.Since(first)+pause > o.join.timeout {
 				return nil, err
 			}
-			slog.Warn("hollow node could not join, retrying", "node", node, "attempt", attempt, "err", err)
+			slog.Warn("hollow node could not join, retrying", "node", node, "attempt", attempt, "in", pause, "err", err)
 			select {
 			case <-ctx.Done():
 				return nil, err
-			case <-time.After(time.Duration(attempt) * time.Second):
+			case <-time.After(pause):
 			}
 		}
 	}
