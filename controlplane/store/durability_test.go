@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
 
 // killChildEnv makes the test binary run killChild instead of the test.
@@ -165,4 +167,34 @@ func killChild(dir string) {
 	}
 	wg.Wait()
 	os.Exit(0)
+}
+
+// TestGroupCommitCoversObjectStore writes an object through the store's
+// JetStream handle (as orca-server's image and module stores do): the
+// write waits for the group commit, and reads back.
+func TestGroupCommitCoversObjectStore(t *testing.T) {
+	ns := storetest.StartNATS(t, func(c *store.EmbeddedConfig) { c.SyncAlways, c.GroupCommit = true, true })
+	gc, err := store.NewGroupCommit(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gc.Close)
+	_, st := storetest.Connect(t, ns.ClientURL(), func(c *store.Config) { c.GroupCommit = gc })
+	ctx := context.Background()
+	obs, err := st.JetStream().CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "images", Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := gc.Stats().Syncs
+	data := []byte(strings.Repeat("layer", 100_000))
+	if _, err := obs.PutBytes(ctx, "img", data); err != nil {
+		t.Fatal(err)
+	}
+	if after := gc.Stats().Syncs; after == before {
+		t.Errorf("PutBytes returned without waiting for the group commit")
+	}
+	got, err := obs.GetBytes(ctx, "img")
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("GetBytes: %d bytes, %v; want %d bytes", len(got), err, len(data))
+	}
 }

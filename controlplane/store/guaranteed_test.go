@@ -28,11 +28,30 @@ func increment(cur store.Object) (store.Object, error) {
 }
 
 // Twenty writers on two stores (one reading first from its watch cache)
-// increment one counter: no increment is lost.
+// increment one counter: no increment is lost, with or without group
+// commit (lost compare-and-swap races are retried the same).
 func TestGuaranteedUpdateLosesNoConcurrentUpdate(t *testing.T) {
-	ns := storetest.StartNATS(t)
-	_, a := storetest.Connect(t, ns.ClientURL())
-	_, b := storetest.Connect(t, ns.ClientURL())
+	t.Run("plain", func(t *testing.T) {
+		ns := storetest.StartNATS(t)
+		_, a := storetest.Connect(t, ns.ClientURL())
+		_, b := storetest.Connect(t, ns.ClientURL())
+		testGuaranteedUpdateLosesNoConcurrentUpdate(t, a, b)
+	})
+	t.Run("group-commit", func(t *testing.T) {
+		ns := storetest.StartNATS(t, func(c *store.EmbeddedConfig) { c.SyncAlways, c.GroupCommit = true, true })
+		gc, err := store.NewGroupCommit(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(gc.Close)
+		withGC := func(c *store.Config) { c.GroupCommit = gc }
+		_, a := storetest.Connect(t, ns.ClientURL(), withGC)
+		_, b := storetest.Connect(t, ns.ClientURL(), withGC)
+		testGuaranteedUpdateLosesNoConcurrentUpdate(t, a, b)
+	})
+}
+
+func testGuaranteedUpdateLosesNoConcurrentUpdate(t *testing.T, a, b *store.Store) {
 	ctx := context.Background()
 	if _, err := a.Create(ctx, store.ConfigMaps, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "counter"}, Data: map[string]string{"n": "0"}}); err != nil {
 		t.Fatal(err)

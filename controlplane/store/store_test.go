@@ -49,8 +49,15 @@ func TestKeysAreReadableAndReversible(t *testing.T) {
 	}
 }
 
+// TestCRUDAndErrors runs on a plain store and on one with group commit
+// (as orca-server's): the fsync after each write keeps every result and
+// error the same.
 func TestCRUDAndErrors(t *testing.T) {
-	s := storetest.NewStore(t, smallWatchCache)
+	t.Run("plain", func(t *testing.T) { testCRUDAndErrors(t, storetest.NewStore(t, smallWatchCache)) })
+	t.Run("group-commit", func(t *testing.T) { testCRUDAndErrors(t, storetest.NewGroupCommitStore(t, smallWatchCache)) })
+}
+
+func testCRUDAndErrors(t *testing.T, s *store.Store) {
 	ctx := context.Background()
 	created, err := s.Create(ctx, store.Pods, pod("default", "web.v1"))
 	if err != nil {

@@ -98,6 +98,22 @@ func NewStore(t testing.TB, opts ...func(*store.Config)) *store.Store {
 	return s
 }
 
+// NewGroupCommitStore is NewStore on a server run as orca-server runs
+// its embedded one (store.EmbeddedConfig SyncAlways and GroupCommit, the
+// store with its Config.GroupCommit): every write is fsynced before it
+// returns. opts edit the store.Config, as in Connect.
+func NewGroupCommitStore(t testing.TB, opts ...func(*store.Config)) *store.Store {
+	t.Helper()
+	ns := StartNATS(t, func(c *store.EmbeddedConfig) { c.SyncAlways, c.GroupCommit = true, true })
+	gc, err := store.NewGroupCommit(ns)
+	if err != nil {
+		t.Fatalf("group commit: %v", err)
+	}
+	t.Cleanup(gc.Close)
+	_, s := Connect(t, ns.ClientURL(), append([]func(*store.Config){func(c *store.Config) { c.GroupCommit = gc }}, opts...)...)
+	return s
+}
+
 // RunUntilCleanup runs a component's Run(ctx) in a goroutine until the
 // test ends; at cleanup it cancels ctx and fails the test if Run returned
 // an error or did not return within 10 s.
