@@ -18,8 +18,8 @@
 //     its delivery latency is from just before a write is sent until the
 //     watcher receives its event, over the create and update phases.
 //
-// Run returns a Result per client count; the go test -bench wrapper and
-// make bench (deploy/bench) both call it. Timings are wall clock on a
+// Run returns a Result per client count, RunAll runs it on every target;
+// the go test -bench wrapper and make bench (deploy/bench) call them. Timings are wall clock on a
 // shared machine: compare figures of one run, not across runs.
 package storebench
 
@@ -27,6 +27,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -381,4 +383,39 @@ func percentiles(samples []time.Duration) Latency {
 		return s[min(max(i, 0), len(s)-1)]
 	}
 	return Latency{P50: rank(0.50), P99: rank(0.99), N: len(s)}
+}
+
+// RunAll starts orca's store with group commit (as orca-server runs it),
+// orca's store with JetStream's sync_always (orca before group commit)
+// and etcd, each with its data in a new directory under dir, runs the
+// workload on each in turn (each stopped before the next starts) and
+// returns the results of each, keyed by Target.Name(): "orca/group-commit",
+// "orca/sync-always", "etcd". Without etcd installed the error is
+// ErrNoEtcd, returned with orca's results.
+func RunAll(ctx context.Context, dir string, opts Options) (map[string][]Result, error) {
+	out := map[string][]Result{}
+	starts := []func(dir string) (Target, error){
+		func(dir string) (Target, error) { return StartOrca(dir, GroupCommit) },
+		func(dir string) (Target, error) { return StartOrca(dir, SyncAlways) },
+		func(dir string) (Target, error) { return StartEtcd(ctx, dir) },
+	}
+	for i, start := range starts {
+		d := filepath.Join(dir, fmt.Sprintf("target-%d", i))
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return out, err
+		}
+		t, err := start(d)
+		if err != nil {
+			return out, err
+		}
+		res, err := Run(ctx, t, opts)
+		if cerr := t.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return out, err
+		}
+		out[t.Name()] = res
+	}
+	return out, nil
 }

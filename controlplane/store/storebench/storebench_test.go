@@ -2,25 +2,31 @@ package storebench_test
 
 import (
 	"context"
-	"errors"
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/orca-edge/orca/controlplane/store/storebench"
 )
 
-// startEtcd starts etcd for t; without etcd it skips t, or fails it under
-// CI (CI set, as .ci/run runs), which installs etcd-server.
-func startEtcd(t testing.TB) storebench.Target {
+// requireEtcd skips t without etcd, or fails it under CI (CI set, as
+// .ci/run runs), which installs etcd-server.
+func requireEtcd(t testing.TB) {
 	t.Helper()
-	et, err := storebench.StartEtcd(context.Background(), t.TempDir())
-	if errors.Is(err, storebench.ErrNoEtcd) {
+	if _, err := exec.LookPath(storebench.EtcdBinary); err != nil {
 		skip := t.Skipf
 		if os.Getenv("CI") != "" {
 			skip = t.Fatalf
 		}
-		skip("%v", err)
+		skip("%v", storebench.ErrNoEtcd)
 	}
+}
+
+// startEtcd starts etcd for t (see requireEtcd).
+func startEtcd(t testing.TB) storebench.Target {
+	t.Helper()
+	requireEtcd(t)
+	et, err := storebench.StartEtcd(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,32 +44,26 @@ func startOrca(t testing.TB, d storebench.Durability) storebench.Target {
 	return o
 }
 
-// TestRun runs a small workload on every target and checks what it
-// counted: every write seen by the watch, no conflict, full lists.
+// TestRun runs a small workload on every target through RunAll and
+// checks what it counted: every write seen by the watch, no conflict,
+// full lists.
 func TestRun(t *testing.T) {
-	targets := map[string]func(testing.TB) storebench.Target{
-		"orca-group-commit": func(t testing.TB) storebench.Target { return startOrca(t, storebench.GroupCommit) },
-		"orca-sync-always":  func(t testing.TB) storebench.Target { return startOrca(t, storebench.SyncAlways) },
-		"etcd":              startEtcd,
+	requireEtcd(t)
+	res, err := storebench.RunAll(context.Background(), t.TempDir(), storebench.Options{Clients: []int{1, 4}, Objects: 60, Lists: 2})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, start := range targets {
-		t.Run(name, func(t *testing.T) {
-			target := start(t)
-			res, err := storebench.Run(context.Background(), target, storebench.Options{Clients: []int{1, 4}, Objects: 60, Lists: 2})
-			if err != nil {
-				t.Fatal(err)
+	for _, name := range []string{"orca/group-commit", "orca/sync-always", "etcd"} {
+		if len(res[name]) != 2 {
+			t.Errorf("%s: %d results, want 2 (1 and 4 clients)", name, len(res[name]))
+		}
+		for _, r := range res[name] {
+			t.Log(r)
+			if r.Conflicts != 0 || r.WatchMissed != 0 || r.Watch.N != 2*r.Objects || r.Create.N != r.Objects || r.Update.N != r.Objects || r.List.N != 2 {
+				t.Errorf("%s: conflicts %d, watch missed %d, samples create %d update %d watch %d list %d; want 0, 0, %d, %d, %d, 2",
+					r.Target, r.Conflicts, r.WatchMissed, r.Create.N, r.Update.N, r.Watch.N, r.List.N, r.Objects, r.Objects, 2*r.Objects)
 			}
-			if len(res) != 2 {
-				t.Fatalf("%d results, want 2", len(res))
-			}
-			for _, r := range res {
-				t.Log(r)
-				if r.Conflicts != 0 || r.WatchMissed != 0 || r.Watch.N != 2*r.Objects || r.Create.N != r.Objects || r.Update.N != r.Objects || r.List.N != 2 {
-					t.Errorf("%s: conflicts %d, watch missed %d, samples create %d update %d watch %d list %d; want 0, 0, %d, %d, %d, 2",
-						r.Target, r.Conflicts, r.WatchMissed, r.Create.N, r.Update.N, r.Watch.N, r.List.N, r.Objects, r.Objects, 2*r.Objects)
-				}
-			}
-		})
+		}
 	}
 }
 
