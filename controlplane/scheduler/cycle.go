@@ -105,6 +105,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, key string) (binding bool, 
 // an Error status or ctx ended.
 func (s *Scheduler) findNode(ctx context.Context, pod *corev1.Pod, nodes []*framework.NodeInfo) (string, *framework.FitError, error) {
 	ctx = framework.ContextWithCycleState(ctx, framework.NewCycleState())
+	// The parallel steps wrap ctx in a cancelable context; each puts the
+	// state back on top, so the plugins' lookups find it at once.
 	for _, p := range s.plugins.PreFilter {
 		out, st := p.PreFilter(ctx, pod)
 		switch st.Code() {
@@ -153,6 +155,7 @@ func (s *Scheduler) findFeasible(ctx context.Context, pod *corev1.Pod, nodes []*
 	var errOnce sync.Once
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	fctx = framework.ContextWithCycleState(fctx, framework.CycleStateFromContext(ctx))
 	start := s.nextStartNodeIndex % n
 	check := func(i int) {
 		ni := nodes[(start+i)%n]
@@ -217,6 +220,7 @@ func (s *Scheduler) prioritize(ctx context.Context, pod *corev1.Pod, feasible []
 	var errOnce sync.Once
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sctx = framework.ContextWithCycleState(sctx, framework.CycleStateFromContext(ctx))
 	workqueue.ParallelizeUntil(sctx, Parallelism, len(feasible), func(i int) {
 		ni := feasible[i]
 		for j, sp := range plugins {

@@ -24,11 +24,17 @@ type StateKey string
 // as kube-scheduler's plugins fall back when their PreFilter did not run.
 //
 // Reads take no lock (they are on every node's path, from Parallelism
-// goroutines): the entries are an immutable map replaced as a whole by
-// each Write, which suits the few writes of a cycle.
+// goroutines): the entries are an immutable slice replaced as a whole by
+// each Write, which suits the few writes of a cycle, and searched in
+// order (a handful of entries: cheaper than hashing the key).
 type CycleState struct {
 	mu      sync.Mutex // serialises writers
-	storage atomic.Pointer[map[StateKey]any]
+	storage atomic.Pointer[[]stateKV]
+}
+
+type stateKV struct {
+	key StateKey
+	val any
 }
 
 // NewCycleState returns an empty state.
@@ -39,12 +45,14 @@ func (c *CycleState) Read(key StateKey) (any, bool) {
 	if c == nil {
 		return nil, false
 	}
-	m := c.storage.Load()
-	if m == nil {
-		return nil, false
+	if p := c.storage.Load(); p != nil {
+		for _, kv := range *p {
+			if kv.key == key {
+				return kv.val, true
+			}
+		}
 	}
-	v, ok := (*m)[key]
-	return v, ok
+	return nil, false
 }
 
 // Write stores val under key. Writing to a nil state does nothing.
@@ -54,11 +62,11 @@ func (c *CycleState) Write(key StateKey, val any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := map[StateKey]any{key: val}
-	if m := c.storage.Load(); m != nil {
-		for k, v := range *m {
-			if k != key {
-				next[k] = v
+	next := []stateKV{{key, val}}
+	if p := c.storage.Load(); p != nil {
+		for _, kv := range *p {
+			if kv.key != key {
+				next = append(next, kv)
 			}
 		}
 	}
