@@ -326,22 +326,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.removeOrphanLogs()
 	a.removeOrphanVolumes()
 
-	sub, err := a.serveLogs(ctx)
+	sub, err := a.serveNodeAPI(ctx)
 	if err != nil {
 		cancel()
 		a.pods.wait()
 		wg.Wait()
-		return fmt.Errorf("nodeagent: node %s: serve logs: %w", a.cfg.NodeName, err)
+		return fmt.Errorf("nodeagent: node %s: serve logs and streams: %w", a.cfg.NodeName, err)
 	}
-	streamSub, err := a.serveStreams(ctx)
-	if err != nil {
-		sub.Unsubscribe()
-		cancel()
-		a.pods.wait()
-		wg.Wait()
-		return fmt.Errorf("nodeagent: node %s: serve streams: %w", a.cfg.NodeName, err)
-	}
-	defer streamSub.Unsubscribe()
 	a.readyOnce.Do(func() { close(a.ready) })
 	a.log.Info("node agent running", "ip", a.cfg.NodeIP, "runtimes", a.handlers())
 	<-ctx.Done()

@@ -21,17 +21,16 @@ import (
 // once.
 const DefaultMaxStreams = 64
 
-// serveStreams answers nodeapi.StreamRequests on nodeapi.StreamSubject(node).
-func (a *Agent) serveStreams(ctx context.Context) (*nats.Subscription, error) {
+// streamHandler returns the handler of nodeapi.StreamRequests (on
+// nodeapi.StreamSubject(node), see serveNodeAPI), serving at most
+// MaxStreams at once.
+func (a *Agent) streamHandler(ctx context.Context) func(*nats.Msg) {
 	max := a.cfg.MaxStreams
 	if max <= 0 {
 		max = DefaultMaxStreams
 	}
 	slots := make(chan struct{}, max)
-	return a.cfg.NATS.Subscribe(nodeapi.StreamSubject(a.cfg.NodeName), func(m *nats.Msg) {
-		if nodeapi.NotARequest(m) {
-			return
-		}
+	return func(m *nats.Msg) {
 		select {
 		case slots <- struct{}{}:
 		default:
@@ -42,7 +41,7 @@ func (a *Agent) serveStreams(ctx context.Context) (*nats.Subscription, error) {
 			defer func() { <-slots }()
 			a.serveStream(ctx, m)
 		}()
-	})
+	}
 }
 
 // streamTarget is the running task a stream reaches.

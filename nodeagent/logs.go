@@ -57,13 +57,24 @@ type logError struct {
 
 func (e *logError) Error() string { return e.msg }
 
-// serveLogs answers nodeapi.LogRequests on nodeapi.LogsSubject(node).
-func (a *Agent) serveLogs(ctx context.Context) (*nats.Subscription, error) {
-	return a.cfg.NATS.Subscribe(nodeapi.LogsSubject(a.cfg.NodeName), func(m *nats.Msg) {
+// serveNodeAPI answers the requests of the node's subjects with one
+// subscription (one NATS subscription and one goroutine per node, not one
+// per subject): nodeapi.LogRequests on nodeapi.LogsSubject(node) and
+// nodeapi.StreamRequests on nodeapi.StreamSubject(node). Other subjects
+// under the node's prefix are ignored.
+func (a *Agent) serveNodeAPI(ctx context.Context) (*nats.Subscription, error) {
+	logs, streams := nodeapi.LogsSubject(a.cfg.NodeName), nodeapi.StreamSubject(a.cfg.NodeName)
+	serveStream := a.streamHandler(ctx)
+	return a.cfg.NATS.Subscribe(nodeapi.NodeSubjectPrefix(a.cfg.NodeName)+"*", func(m *nats.Msg) {
 		if nodeapi.NotARequest(m) {
 			return
 		}
-		go a.serveLog(ctx, m)
+		switch m.Subject {
+		case logs:
+			go a.serveLog(ctx, m)
+		case streams:
+			serveStream(m)
+		}
 	})
 }
 
