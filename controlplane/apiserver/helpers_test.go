@@ -23,7 +23,7 @@ import (
 // (controlplane/security): e.http and e.kubeconfig are the admin's (client
 // certificate CN=system:admin O=system:masters).
 type env struct {
-	t          *testing.T
+	t          testing.TB
 	url        string // https://127.0.0.1:<port>
 	nc         *nats.Conn
 	st         *store.Store
@@ -75,7 +75,7 @@ func withSecurity(f func(*security.Options)) envOption {
 	return func(s *envSettings) { s.sec = append(s.sec, f) }
 }
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	var set envSettings
 	for _, o := range opts {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -71,14 +72,14 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 		if err := s.st.WaitRevision(ctx, ri.res, rv); err != nil {
 			return err
 		}
-		// A list waits until the store's watch cache has applied every
+		// As a list: after the store's watch cache has applied every
 		// write acknowledged so far.
-		if _, _, err := s.st.List(ctx, ri.res, ri.namespace); err != nil {
+		if _, err := s.st.WaitFresh(ctx, ri.res); err != nil {
 			return err
 		}
 		from = 0
 	case rv == 0:
-		_, latest, err := s.st.List(ctx, ri.res, ri.namespace)
+		latest, err := s.st.WaitFresh(ctx, ri.res)
 		if err != nil {
 			return err
 		}
@@ -87,7 +88,7 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 	// A resourceVersion the store no longer keeps events after is not an
 	// error here: the watch's only event is an ERROR with a 410 Status,
 	// sent after the 200 as Kubernetes does.
-	w, err := s.st.Watch(ctx, ri.res, ri.namespace, from)
+	w, err := s.st.WatchEvents(ctx, ri.res, ri.namespace, from)
 	if err != nil {
 		return err
 	}
@@ -104,27 +105,40 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 	initialEnd := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	matched := map[string]bool{} // last known selector result per object key
 	firstTable := true
-	send := func(t watch.EventType, obj store.Object) error {
-		var out any = obj
+	var line []byte
+	send := func(t watch.EventType, ev store.Event) error {
+		obj := ev.Object.(store.Object)
 		if tableWanted {
 			tb := s.table(ri.kind, []store.Object{obj}, obj.GetResourceVersion(), tableVersion, includeObject)
 			if !firstTable {
 				tb.ColumnDefinitions = nil
 			}
 			firstTable = false
-			out = tb
+			if err := enc.Encode(watchEvent{Type: t, Object: tb}); err != nil {
+				return err
+			}
+			resp.Flush()
+			return nil
 		}
-		if err := enc.Encode(watchEvent{Type: t, Object: out}); err != nil {
+		// The object's JSON is encoded once for every watcher; the line
+		// is what enc.Encode(watchEvent{...}) writes.
+		data, err := ev.JSON()
+		if err != nil {
+			return err
+		}
+		line = append(append(append(append(line[:0], `{"type":`...), strconv.Quote(string(t))...), `,"object":`...), data...)
+		line = append(line, "}\n"...)
+		if _, err := resp.Write(line); err != nil {
 			return err
 		}
 		resp.Flush()
 		return nil
 	}
 	for {
-		var ev watch.Event
+		var ev store.Event
 		var ok bool
 		select {
-		case ev, ok = <-w.ResultChan():
+		case ev, ok = <-w.Events():
 		case <-ctx.Done():
 			return nil
 		}
@@ -192,7 +206,7 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 				}
 			}
 		}
-		if err := send(t, obj); err != nil {
+		if err := send(t, ev); err != nil {
 			return nil
 		}
 	}

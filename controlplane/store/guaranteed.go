@@ -226,9 +226,7 @@ func (s *Store) cachedObject(r Resource, key string) Object {
 	default:
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	o := c.objs[key]
+	o := c.object(key)
 	if o == nil {
 		return nil
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
@@ -515,6 +517,22 @@ func (s *Store) List(ctx context.Context, r Resource, namespace string) ([]Objec
 	return objs, rev, nil
 }
 
+// WaitFresh waits until r's watch cache has applied the bucket's latest
+// revision (every write acknowledged before the call, as List) and
+// returns the revision it reached, without listing.
+func (s *Store) WaitFresh(ctx context.Context, r Resource) (uint64, error) {
+	c, err := s.cache(ctx, r, "")
+	if err != nil {
+		return 0, err
+	}
+	if err := c.waitFresh(ctx); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rev, nil
+}
+
 // ListPageOptions selects one page of a list (Store.ListPage).
 type ListPageOptions struct {
 	// Revision is the revision to read the bucket at; 0 reads the latest
@@ -527,9 +545,19 @@ type ListPageOptions struct {
 	// Limit is how many objects the page holds at most; 0 = all.
 	Limit int
 	// Match, when set, keeps only the objects it returns true for; it is
-	// applied before Limit. It runs under the cache's lock: keep it cheap
-	// and do not call the store from it.
+	// applied before Limit. It may run concurrently with other lists and
+	// with the cache's updates (not under its lock): it must only read
+	// the object.
 	Match func(Object) bool
+	// Labels and Fields, when set, are selectors that every object Match
+	// keeps satisfies (the request's label and field selectors). The
+	// watch cache indexes label terms ("key=value") and pods'
+	// spec.nodeName: when one of their terms is required (an equality,
+	// or "in" with one value) and fewer than a quarter of the objects
+	// have it, only those objects are read, not every one. Served at the
+	// cache's current revision only; a past one scans.
+	Labels labels.Selector
+	Fields fields.Selector
 }
 
 // Page is one page of a list.
@@ -544,7 +572,14 @@ type Page struct {
 	LastKey string
 	// Remaining is how many matching objects follow the page.
 	Remaining int
+
+	entries []*entry // the items' cache entries
 }
+
+// ItemJSON returns Items[i] as encoding/json's Marshal encodes it, encoded
+// once per object revision for every list and watch of this store that
+// sends it (see Event.JSON): do not modify the bytes.
+func (p Page) ItemJSON(i int) ([]byte, error) { return p.entries[i].JSON() }
 
 // ListPage returns one page of the objects of r in namespace ("" = all),
 // as the bucket was at opts.Revision: every page of a list read at the
@@ -573,7 +608,7 @@ func (s *Store) ListPage(ctx context.Context, r Resource, namespace string, opts
 	if err := c.waitRevision(ctx, opts.Revision); err != nil {
 		return Page{}, err
 	}
-	return c.listAt(namespace, opts.Revision, opts.Start, opts.Limit, opts.Match)
+	return c.listAt(namespace, opts.Revision, opts.Start, opts.Limit, opts.Match, listIndex{labels: opts.Labels, fields: opts.Fields})
 }
 
 // WaitRevision waits until reads of r reflect revision rev ("not older
@@ -629,6 +664,42 @@ func (s *Store) Watch(ctx context.Context, r Resource, namespace string, fromRV 
 // objects keep their source's resourceVersion: only the BOOKMARK carries
 // a revision of the bucket.
 func (s *Store) WatchFiltered(ctx context.Context, r Resource, filter, namespace string, fromRV uint64) (watch.Interface, error) {
+	c, err := s.watchCache(ctx, r, filter, fromRV)
+	if err != nil {
+		return nil, err
+	}
+	w, expired, err := c.watch(ctx, namespace, fromRV, false)
+	if expired != nil {
+		return errorWatch(expired), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// WatchEvents is Watch delivering Events, whose JSON is encoded once per
+// object revision for every watcher (and list) of this store, as the
+// Kubernetes apiserver's cacher serializes an event once for all its
+// watchers (cachingObject).
+func (s *Store) WatchEvents(ctx context.Context, r Resource, namespace string, fromRV uint64) (EventWatch, error) {
+	c, err := s.watchCache(ctx, r, "", fromRV)
+	if err != nil {
+		return nil, err
+	}
+	w, expired, err := c.watch(ctx, namespace, fromRV, true)
+	if expired != nil {
+		return newErrorEventWatch(expired), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// watchCache returns the loaded watch cache of r and filter, once it has
+// reached fromRV (unfiltered only; see WaitRevision).
+func (s *Store) watchCache(ctx context.Context, r Resource, filter string, fromRV uint64) (*watchCache, error) {
 	if filter != "" {
 		if err := checkKey("watch "+r.Plural, filter); err != nil {
 			return nil, err
@@ -646,7 +717,7 @@ func (s *Store) WatchFiltered(ctx context.Context, r Resource, filter, namespace
 			return nil, err
 		}
 	}
-	return c.watch(ctx, namespace, fromRV)
+	return c, nil
 }
 
 // cache returns the running watch cache for r and filter, starting it if needed.
