@@ -181,7 +181,9 @@ func BenchmarkAPI(b *testing.B) {
 		return call(c, "PATCH", fmt.Sprintf("%s/pod-%05d/status", base, i%n), body, 200)
 	})
 	run("list-selector-100", func(int) error { return call(c, "GET", base+"?labelSelector=tier%3Dselected", nil, 200) })
-	run("list-field-node", func(int) error { return call(c, "GET", base+"?fieldSelector=spec.nodeName%3Dbench-node-1&limit=500", nil, 200) })
+	run("list-field-node", func(int) error {
+		return call(c, "GET", base+"?fieldSelector=spec.nodeName%3Dbench-node-1&limit=500", nil, 200)
+	})
 	run("list-page-500", func(int) error { return call(c, "GET", base+"?limit=500", nil, 200) })
 	run("list-all", func(int) error { return call(c, "GET", base, nil, 200) })
 }
