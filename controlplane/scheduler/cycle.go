@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,12 +108,16 @@ func (s *Scheduler) findNode(ctx context.Context, pod *corev1.Pod, nodes []*fram
 	ctx = framework.ContextWithCycleState(ctx, framework.NewCycleState())
 	// The parallel steps wrap ctx in a cancelable context; each puts the
 	// state back on top, so the plugins' lookups find it at once.
+	var skip []string // plugins whose PreFilter said Skip
 	for _, p := range s.plugins.PreFilter {
 		out, st := p.PreFilter(ctx, pod)
 		switch st.Code() {
-		case framework.Success:
+		case framework.Success, framework.Skip:
 			if out != nil {
 				pod = out
+			}
+			if st.Code() == framework.Skip {
+				skip = append(skip, p.Name())
 			}
 		case framework.Unschedulable:
 			return "", &framework.FitError{NumAllNodes: len(nodes), PreFilterMsg: st.Message()}, nil
@@ -121,7 +126,16 @@ func (s *Scheduler) findNode(ctx context.Context, pod *corev1.Pod, nodes []*fram
 		}
 	}
 
-	feasible, fitErr, err := s.findFeasible(ctx, pod, nodes)
+	filters := s.plugins.Filter
+	if len(skip) > 0 {
+		filters = make([]framework.FilterPlugin, 0, len(s.plugins.Filter))
+		for _, f := range s.plugins.Filter {
+			if !slices.Contains(skip, f.Name()) {
+				filters = append(filters, f)
+			}
+		}
+	}
+	feasible, fitErr, err := s.findFeasible(ctx, pod, filters, nodes)
 	if err != nil {
 		return "", nil, err
 	}
@@ -135,11 +149,11 @@ func (s *Scheduler) findNode(ctx context.Context, pod *corev1.Pod, nodes []*fram
 	return node, nil, err
 }
 
-// findFeasible runs the filters on nodes, Parallelism at a time, and
+// findFeasible runs filters on nodes, Parallelism at a time, and
 // returns up to numFeasibleNodesToFind nodes that pass them all (a node is
 // out at its first failing filter), with the reasons of those that did
 // not. It moves s.nextStartNodeIndex past the nodes it looked at.
-func (s *Scheduler) findFeasible(ctx context.Context, pod *corev1.Pod, nodes []*framework.NodeInfo) ([]*framework.NodeInfo, *framework.FitError, error) {
+func (s *Scheduler) findFeasible(ctx context.Context, pod *corev1.Pod, filters []framework.FilterPlugin, nodes []*framework.NodeInfo) ([]*framework.NodeInfo, *framework.FitError, error) {
 	n := len(nodes)
 	fitErr := &framework.FitError{NumAllNodes: n, NodeReasons: map[string][]string{}}
 	if n == 0 {
@@ -159,7 +173,7 @@ func (s *Scheduler) findFeasible(ctx context.Context, pod *corev1.Pod, nodes []*
 	start := s.nextStartNodeIndex % n
 	check := func(i int) {
 		ni := nodes[(start+i)%n]
-		for _, f := range s.plugins.Filter {
+		for _, f := range filters {
 			st := f.Filter(fctx, pod, ni)
 			if st.IsSuccess() {
 				continue
@@ -203,12 +217,25 @@ func (s *Scheduler) findFeasible(ctx context.Context, pod *corev1.Pod, nodes []*
 // at random (reservoir sampling, as kube-scheduler's selectHost). Scores
 // are clamped to [MinNodeScore, MaxNodeScore] after normalisation.
 func (s *Scheduler) prioritize(ctx context.Context, pod *corev1.Pod, feasible []*framework.NodeInfo) (string, error) {
+	var skip []string // plugins whose PreScore said Skip: they score 0
 	for _, p := range s.plugins.PreScore {
-		if st := p.PreScore(ctx, pod, feasible); !st.IsSuccess() {
+		switch st := p.PreScore(ctx, pod, feasible); st.Code() {
+		case framework.Success:
+		case framework.Skip:
+			skip = append(skip, p.Name())
+		default:
 			return "", errors.Join(errors.New(p.Name()), st.Err())
 		}
 	}
 	plugins := s.plugins.Score
+	if len(skip) > 0 {
+		plugins = make([]framework.ScorePlugin, 0, len(s.plugins.Score))
+		for _, sp := range s.plugins.Score {
+			if !slices.Contains(skip, sp.Name()) {
+				plugins = append(plugins, sp)
+			}
+		}
+	}
 	normalizers := make([]framework.NormalizeScorePlugin, len(plugins))
 	scores := grow(s.scratch.scores, len(plugins))
 	for j, sp := range plugins {

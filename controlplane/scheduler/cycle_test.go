@@ -60,7 +60,7 @@ func TestFindFeasibleRotatesStart(t *testing.T) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"}}
 	for _, wantNext := range []int{120, 240, 60} { // 40% of 300 = 120 per cycle
-		feasible, fitErr, err := s.findFeasible(context.Background(), pod, nodes)
+		feasible, fitErr, err := s.findFeasible(context.Background(), pod, s.plugins.Filter, nodes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestFindFeasibleRotatesStart(t *testing.T) {
 
 	// No node fits: every node is looked at and gives its reason.
 	nodes[7].Node.Status.Conditions[0].Status = corev1.ConditionFalse
-	_, fitErr, err := s.findFeasible(context.Background(), pod, nodes[5:10])
+	_, fitErr, err := s.findFeasible(context.Background(), pod, s.plugins.Filter, nodes[5:10])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,10 @@
 //     need in the cycle's framework.CycleState (the pod's requests, its
 //     parsed node selectors, its hostPorts, its RuntimeClass); RuntimeClass
 //     rejects a pod whose class is missing and merges the class's
-//     scheduling constraints into a copy of the pod.
+//     scheduling constraints into a copy of the pod. A plugin with nothing
+//     to check for the pod (NodeAffinity without nodeSelector or required
+//     affinity, NodePorts without hostPorts) returns Skip and its filter
+//     is left out of the cycle, as in kube-scheduler.
 //  3. Filter: the filters run on the nodes, Parallelism (16, as
 //     kube-scheduler) goroutines at a time, a node out at the first filter
 //     that fails (its reasons are kept for the message), until
@@ -34,7 +37,8 @@
 //     nodes; every node when there are fewer). Each cycle starts where the
 //     previous one stopped, so every node gets its turn.
 //  4. Score: pre-scores keep the per-pod part of the scores in the cycle
-//     state; the feasible nodes are scored in parallel by every score
+//     state (or Skip: NodeAffinity without preferred terms, SelectorSpread
+//     for a pod without a controller, score 0 everywhere); the feasible nodes are scored in parallel by every score
 //     plugin; plugins that compare nodes with each other (NodeAffinity,
 //     TaintToleration, SelectorSpread) give raw scores normalised once
 //     over the scored nodes (NormalizeScore), so a cycle costs time

@@ -32,6 +32,11 @@ const (
 	// Error: the plugin failed for a reason that is not the pod's fault; the
 	// scheduler retries the pod with backoff.
 	Error
+	// Skip, from a PreFilter or PreScore step, says that the plugin has
+	// nothing to check or score for this pod: the scheduler skips its
+	// Filter or its Score for the cycle (a skipped score is 0 on every
+	// node), as kube-scheduler's Skip.
+	Skip
 )
 
 // String returns "Success", "Unschedulable" or "Error".
@@ -43,6 +48,8 @@ func (c Code) String() string {
 		return "Unschedulable"
 	case Error:
 		return "Error"
+	case Skip:
+		return "Skip"
 	}
 	return fmt.Sprintf("Code(%d)", int(c))
 }
@@ -111,8 +118,10 @@ type Plugin interface {
 // filter. It returns the pod the filters and scores see: the same pointer
 // when nothing changes, or a modified copy (it never modifies its
 // argument), as the RuntimeClass admission plugin merges a class's
-// scheduling constraints into the pod. A non-success status rejects the pod
-// for every node; its reasons become the whole FitError message.
+// scheduling constraints into the pod. A Skip status (with the pod, or nil
+// for the same pod) says the plugin's Filter has nothing to check for this
+// pod; another non-success status rejects the pod for every node, its
+// reasons becoming the whole FitError message.
 type PreFilterPlugin interface {
 	Plugin
 	PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *Status)
@@ -143,8 +152,10 @@ type ScorePlugin interface {
 
 // PreScorePlugin looks at the pod once per cycle after filtering, with the
 // nodes about to be scored, to prepare what its Score reads for every node
-// (in the cycle's state: CycleStateFromContext). A non-success status
-// fails the cycle with an error.
+// (in the cycle's state: CycleStateFromContext). A Skip status says the
+// plugin has nothing to score for this pod (its Score is not called and
+// counts 0 on every node); another non-success status fails the cycle
+// with an error.
 type PreScorePlugin interface {
 	Plugin
 	PreScore(ctx context.Context, pod *corev1.Pod, nodes []*NodeInfo) *Status

@@ -233,9 +233,14 @@ func (p preferred) score(node *corev1.Node) int64 {
 }
 
 // PreFilter parses the pod's nodeSelector and required affinity once for
-// the cycle's filters; it never rejects the pod.
+// the cycle's filters, or returns Skip when the pod has neither; it never
+// rejects the pod.
 func (*NodeAffinity) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
-	framework.WriteState(ctx, preFilterKey, pod, requiredOf(pod))
+	r := requiredOf(pod)
+	if r.selector == nil && !r.anyTerm {
+		return pod, framework.NewStatus(framework.Skip)
+	}
+	framework.WriteState(ctx, preFilterKey, pod, r)
 	return pod, nil
 }
 
@@ -249,9 +254,14 @@ func (*NodeAffinity) Filter(ctx context.Context, pod *corev1.Pod, node *framewor
 	return framework.NewStatus(framework.Unschedulable, ErrReason)
 }
 
-// PreScore parses the pod's preferred terms once for the cycle's scores.
+// PreScore parses the pod's preferred terms once for the cycle's scores,
+// or returns Skip when it has none (every node scores 0).
 func (*NodeAffinity) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
-	framework.WriteState(ctx, preScoreKey, pod, preferredOf(pod))
+	pref := preferredOf(pod)
+	if len(pref) == 0 {
+		return framework.NewStatus(framework.Skip)
+	}
+	framework.WriteState(ctx, preScoreKey, pod, pref)
 	return nil
 }
 

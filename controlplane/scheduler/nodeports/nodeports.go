@@ -47,10 +47,14 @@ func Fits(want, used []framework.HostPort) bool {
 	return true
 }
 
-// PreFilter collects the pod's hostPorts once for the cycle's filters; it
-// never rejects the pod.
+// PreFilter collects the pod's hostPorts once for the cycle's filters, or
+// returns Skip when it asks for none; it never rejects the pod.
 func (*NodePorts) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *framework.Status) {
-	framework.WriteState(ctx, preFilterKey, pod, framework.PodHostPorts(pod))
+	ports := framework.PodHostPorts(pod)
+	if len(ports) == 0 {
+		return pod, framework.NewStatus(framework.Skip)
+	}
+	framework.WriteState(ctx, preFilterKey, pod, ports)
 	return pod, nil
 }
 

@@ -67,9 +67,14 @@ func countSiblings(pod *corev1.Pod, owner types.UID, node *framework.NodeInfo) i
 	return n
 }
 
-// PreScore finds the pod's controller once per cycle.
+// PreScore finds the pod's controller once per cycle, or returns Skip
+// when it has none (every node scores 0).
 func (*SelectorSpread) PreScore(ctx context.Context, pod *corev1.Pod, _ []*framework.NodeInfo) *framework.Status {
-	framework.WriteState(ctx, preScoreKey, pod, controllerUID(pod))
+	owner := controllerUID(pod)
+	if owner == "" {
+		return framework.NewStatus(framework.Skip)
+	}
+	framework.WriteState(ctx, preScoreKey, pod, owner)
 	return nil
 }
 
