@@ -44,12 +44,17 @@ import (
 // fsync instead of N.
 //
 // What a round fsyncs, per stream (<JetStream store dir>/<account>/streams/<stream>):
-// every message block file ("msgs/<n>.blk") from the highest one the
-// previous round saw (appends only go to the last block; a new block is
-// also fsynced), and the "msgs" directory (a new block's directory entry, a
-// block compacted into a new file). The stream's meta files and the
-// directories above it are fsynced once per stream per process, and again
-// after the stream's configuration changed (SyncStreamMeta).
+// the last message block file ("msgs/<n>.blk": appends only go there),
+// every block created or renamed into "msgs" since the previous round (a
+// new block; an older block JetStream compacted into a new file, which
+// without sync_always it writes without fsync), as an inotify watch on
+// "msgs" reports them, and then "msgs" itself for their directory
+// entries. The first round, and any after lost events, fsyncs every
+// block. The stream's meta files and the directories above it are
+// fsynced by the first round per stream and process, and again after the
+// stream's configuration changed (SyncStreamMeta). The layout is
+// nats-server v2.15's file store; TestAcknowledgedWritesSurviveKill and
+// TestGroupCommitFsyncsAfterTheAck fail if it moves.
 //
 // Limits: a write becomes visible to watchers and readers when the server
 // stores it, up to one fsync before it is acknowledged (as JetStream's own
