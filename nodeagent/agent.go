@@ -84,6 +84,14 @@ type Config struct {
 	// StatusInterval is the Node status (Ready heartbeat) refresh period.
 	// Default 1m.
 	StatusInterval time.Duration
+	// NodeStatusUpdateFrequency is how often the agent reads its Node
+	// back to repost its status when the stored Ready condition is not
+	// True, as the kubelet's nodeStatusUpdateFrequency; rounded up to a
+	// multiple of HeartbeatInterval. Default HeartbeatInterval. Each
+	// check is one request to the apiserver: a longer period lightens
+	// the control plane of large fleets (and of hollow nodes), and a node
+	// marked Unknown while its Lease was renewed is repaired later.
+	NodeStatusUpdateFrequency time.Duration
 	// Proxy runs the service proxy.
 	Proxy bool
 	// ProxyBindClusterIPs makes the proxy listen on Services' ClusterIPs.
@@ -191,6 +199,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = time.Minute
+	}
+	if cfg.NodeStatusUpdateFrequency <= 0 {
+		cfg.NodeStatusUpdateFrequency = cfg.HeartbeatInterval
 	}
 	if cfg.NodePortAddress == "" {
 		cfg.NodePortAddress = cfg.NodeIP

@@ -24,18 +24,21 @@ const LeaseDurationSeconds = 40
 // heartbeatLoop is the node's heartbeat, in one goroutine on one ticker
 // of HeartbeatInterval: it renews kube-node-lease/<node> at once and at
 // every tick, as the kubelet's node lease controller
-// (k8s.io/component-helpers/apimachinery/lease), and at every tick
-// checks the Node and posts its status when the stored Ready condition is
-// not True (the node lifecycle controller set it Unknown during an
-// outage) or its heartbeat is older than StatusInterval, as the kubelet's
-// status manager does with its nodeStatusUpdateFrequency and
-// nodeStatusReportFrequency. An idle node so sends two requests per
-// heartbeat (a Lease update, a Node read). Failures (NATS disconnected,
-// ...) are logged and retried at the next tick; they never end the loop.
+// (k8s.io/component-helpers/apimachinery/lease), and every
+// NodeStatusUpdateFrequency (a multiple of ticks) checks the Node and
+// posts its status when the stored Ready condition is not True (the node
+// lifecycle controller set it Unknown during an outage) or its heartbeat
+// is older than StatusInterval, as the kubelet's status manager does with
+// its nodeStatusUpdateFrequency and nodeStatusReportFrequency. An idle
+// node so sends one Lease update per heartbeat and one Node read per
+// NodeStatusUpdateFrequency. A runtime whose health changed is posted at
+// the next tick. Failures (NATS disconnected, ...) are logged and retried
+// at the next tick; they never end the loop.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
-	for {
+	every := int((a.cfg.NodeStatusUpdateFrequency + a.cfg.HeartbeatInterval - 1) / a.cfg.HeartbeatInterval)
+	for tick := 0; ; tick++ {
 		if err := a.renewLease(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("renew node lease failed", "err", err)
 		}
@@ -44,7 +47,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !a.checkRuntimes(ctx) && !a.nodeStatusStale(ctx) {
+		due := (tick+1)%every == 0
+		if !a.checkRuntimes(ctx) && (!due || !a.nodeStatusStale(ctx)) {
 			continue
 		}
 		if err := a.syncNode(ctx, false); err != nil && ctx.Err() == nil {

@@ -82,6 +82,9 @@ type Config struct {
 	// HeartbeatInterval is each node's Lease renew period; default
 	// nodeagent's (10s).
 	HeartbeatInterval time.Duration
+	// NodeStatusUpdateFrequency is how often each node reads its Node
+	// back (nodeagent.Config's); default HeartbeatInterval.
+	NodeStatusUpdateFrequency time.Duration
 	// DataDir holds each node's files (pod logs, volumes) under
 	// <DataDir>/<node>/; default a directory "orca-hollow" under
 	// os.TempDir.
@@ -257,7 +260,7 @@ func runNode(ctx context.Context, cfg Config, i int, rcs *store.Informer, starte
 	a, err := nodeagent.New(nodeagent.Config{
 		Store: st, API: cfg.API(nc, name), NATS: nc, NodeName: name, NodeIP: NodeIP(i),
 		DataDir: filepath.Join(cfg.DataDir, name), Runtimes: rts, Capacity: cfg.Capacity, Labels: labels,
-		HeartbeatInterval: cfg.HeartbeatInterval, RuntimeClasses: rcs,
+		HeartbeatInterval: cfg.HeartbeatInterval, NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency, RuntimeClasses: rcs,
 		// No image garbage collection: the fake runtime holds no images.
 		ImageGC: nodeagent.ImageGCConfig{HighThresholdPercent: 100, LowThresholdPercent: 99},
 		Logger:  cfg.Logger,

@@ -101,7 +101,7 @@ func runHollow(ctx context.Context, o options, labels map[string]string, fail co
 	}
 	slog.Info("orca-agent starting hollow nodes", "count", o.hollow, "prefix", o.hollowPrefix, "dataDir", o.dataDir)
 	err = hollow.Run(ctx, hollow.Config{Count: o.hollow, NamePrefix: o.hollowPrefix, Connect: connect, Capacity: capacity,
-		Labels: labels, HeartbeatInterval: o.heartbeat, DataDir: o.dataDir, Logger: slog.Default()})
+		Labels: labels, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus, DataDir: o.dataDir, Logger: slog.Default()})
 	if err == nil {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause

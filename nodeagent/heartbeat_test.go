@@ -1,0 +1,62 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
+)
+
+// requestCounter counts an API's Lease updates and Node reads.
+type requestCounter struct {
+	API
+	leaseUpdates, leaseGets, nodeGets atomic.Int64
+}
+
+func (c *requestCounter) Get(ctx context.Context, r store.Resource, ns, name string) (store.Object, error) {
+	switch r.Bucket() {
+	case store.Nodes.Bucket():
+		c.nodeGets.Add(1)
+	case store.Leases.Bucket():
+		c.leaseGets.Add(1)
+	}
+	return c.API.Get(ctx, r, ns, name)
+}
+
+func (c *requestCounter) Update(ctx context.Context, r store.Resource, obj store.Object) (store.Object, error) {
+	if r.Bucket() == store.Leases.Bucket() {
+		c.leaseUpdates.Add(1)
+	}
+	return c.API.Update(ctx, r, obj)
+}
+
+// An idle node renews its Lease with one update per heartbeat (no read
+// first, as the kubelet's lease controller) and reads its Node once per
+// NodeStatusUpdateFrequency (here 5 heartbeats).
+func TestHeartbeatRequests(t *testing.T) {
+	e := newEnv(t)
+	c := &requestCounter{API: NewStoreAPI(e.s)}
+	e.agent("edge-hb", func(cfg *Config) {
+		cfg.API = c
+		cfg.HeartbeatInterval, cfg.NodeStatusUpdateFrequency, cfg.StatusInterval = 20*time.Millisecond, 100*time.Millisecond, time.Hour
+	})
+	l0, g0, lg0 := c.leaseUpdates.Load(), c.nodeGets.Load(), c.leaseGets.Load()
+	storetest.Eventually(t, 30*time.Second, func() error {
+		if n := c.leaseUpdates.Load() - l0; n < 50 {
+			return fmt.Errorf("%d lease updates", n)
+		}
+		return nil
+	})
+	leases, gets := c.leaseUpdates.Load()-l0, c.nodeGets.Load()-g0
+	// One read per 5 renewals, give or take the ones in flight.
+	if gets > leases/5+2 || gets < leases/5-2 {
+		t.Errorf("%d Node reads for %d Lease updates, want one per 5", gets, leases)
+	}
+	if n := c.leaseGets.Load() - lg0; n > 0 {
+		t.Errorf("%d Lease reads for %d updates, want none", n, leases)
+	}
+}
