@@ -77,6 +77,10 @@ type GroupCommit struct {
 	// fsync syncs one file or directory; os.File.Sync unless a test
 	// replaces it to check the ordering.
 	fsync func(path string) error
+	// watcher reports the blocks made in each stream's msgs directory;
+	// nil (none on this system, or no inotify instance left): every round
+	// lists the directory and fsyncs every block.
+	watcher dirWatcher
 
 	rounds, syncs atomic.Uint64 // for Stats
 }
@@ -103,7 +107,15 @@ func NewGroupCommit(ns *server.Server) (*GroupCommit, error) {
 	if jc == nil || jc.StoreDir == "" {
 		return nil, errors.New("store: group commit: the NATS server runs without JetStream")
 	}
-	return &GroupCommit{dir: jc.StoreDir, streams: map[string]*streamSync{}, fsync: fsyncPath}, nil
+	return newGroupCommit(jc.StoreDir), nil
+}
+
+func newGroupCommit(dir string) *GroupCommit {
+	g := &GroupCommit{dir: dir, streams: map[string]*streamSync{}, fsync: fsyncPath}
+	if w, err := newDirWatcher(); err == nil {
+		g.watcher = w
+	}
+	return g
 }
 
 // fsyncPath opens path (a file or a directory) read-only and fsyncs it.
@@ -146,6 +158,9 @@ func (g *GroupCommit) Close() {
 	defer g.mu.Unlock()
 	for _, ss := range g.streams {
 		ss.close()
+	}
+	if g.watcher != nil {
+		g.watcher.close()
 	}
 }
 
@@ -286,8 +301,10 @@ func (ss *streamSync) round(metaSynced bool) error {
 			ss.watch = nil
 		}
 		// Watch first, then list: a block made after the listing is an event.
-		if w, err := watchDir(msgs); err == nil {
-			ss.watch = w
+		if ss.g.watcher != nil {
+			if w, err := ss.g.watcher.add(msgs); err == nil {
+				ss.watch = w
+			}
 		}
 		entries, err := os.ReadDir(msgs)
 		if os.IsNotExist(err) { // the stream is gone: nothing to sync
@@ -351,8 +368,15 @@ func (ss *streamSync) close() {
 	}
 }
 
-// dirWatch reports the message blocks created or renamed into a stream's
-// msgs directory (groupcommit_linux.go: inotify).
+// dirWatcher watches the msgs directories of a GroupCommit's streams
+// (groupcommit_linux.go: one inotify instance).
+type dirWatcher interface {
+	add(dir string) (dirWatch, error)
+	close()
+}
+
+// dirWatch reports the message blocks created or renamed into one
+// stream's msgs directory.
 type dirWatch interface {
 	// changes returns the indexes of the blocks created or moved into the
 	// directory since the last call; false when events were lost or the

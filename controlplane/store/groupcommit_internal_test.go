@@ -127,8 +127,9 @@ func checkDurable(obj Object, durable uint64) error {
 
 // TestGroupCommitRoundSyncsWhatChanged runs rounds on a stream directory
 // laid out as JetStream's and checks what each fsyncs: everything first;
-// then the last block only; a new block and the directory; a block
-// replaced by a rename (a compaction) and the directory.
+// then the last block only; a new block and the directory (also when
+// another stream's round read its event first); a block replaced by a
+// rename (a compaction) and the directory.
 func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 	root := t.TempDir()
 	stream := filepath.Join(root, "$G", "streams", "KV_x")
@@ -149,11 +150,12 @@ func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var synced []string
-	gc := &GroupCommit{dir: root, streams: map[string]*streamSync{}, fsync: func(p string) error {
+	gc := newGroupCommit(root)
+	gc.fsync = func(p string) error {
 		rel, _ := filepath.Rel(root, p)
 		synced = append(synced, rel)
 		return fsyncPath(p)
-	}}
+	}
 	t.Cleanup(gc.Close)
 	round := func(want ...string) {
 		t.Helper()
@@ -171,6 +173,15 @@ func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 		filepath.Join(s, "meta.inf"), filepath.Join(s, "meta.sum"), s, filepath.Join("$G", "streams"), "$G", ".")
 	round(filepath.Join(m, "2.blk"))
 	write("3.blk")
+	// A round of another stream drains the one inotify queue first: the
+	// new block waits for KV_x's round.
+	other := filepath.Join(root, "$G", "streams", "KV_y", "msgs")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.Sync(context.Background(), "KV_y"); err != nil {
+		t.Fatal(err)
+	}
 	round(filepath.Join(m, "2.blk"), filepath.Join(m, "3.blk"), m)
 	write("1.new")
 	if err := os.Rename(filepath.Join(msgs, "1.new"), filepath.Join(msgs, "1.blk")); err != nil {
