@@ -72,6 +72,7 @@ type server struct {
 	profiling  bool
 	admin      *rest.Config
 	client     kubernetes.Interface
+	agents     []*agent // started by nodes; stopped first
 }
 
 // freePort returns a loopback port nothing listens on now.
@@ -227,6 +228,10 @@ const stopTimeout = 15 * time.Second
 // stop sends SIGTERM and waits up to stopTimeout, then kills; it returns
 // how long the process took to exit and whether it had to be killed.
 func (s *server) stop() (time.Duration, bool) {
+	for _, a := range s.agents {
+		a.stop()
+	}
+	s.agents = nil
 	start := time.Now()
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -506,7 +506,7 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 	stopProfile := e.profileDuring(ctx, s, id)
 	if _, err := createPods(ctx, clients, pods, 64, func(i int) *corev1.Pod {
 		p := benchPod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"app": "footprint"})
-		p.Spec.NodeName = nodeName(i % nodes)
+		p.Spec.NodeName = e.nodeName(i % nodes)
 		return p
 	}); err != nil {
 		return nil, err
@@ -521,6 +521,12 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 		return nil, err
 	}
 	out.values[id+".server.peak"] = float64(kb) / 1024
+	if e.hollow && len(s.agents) > 0 {
+		if out.values[id+".hollow"], err = rssMiB(s.agents[0].cmd.Process.Pid); err != nil {
+			return nil, err
+		}
+		out.notes[id+".hollow"] = fmt.Sprintf("VmRSS of the orca-agent --hollow %d process running those pods", nodes)
+	}
 	out.notes[id+".server.loaded"] = fmt.Sprintf("%d pods created bound to %d nodes (spec.nodeName set round-robin); VmRSS %s after the last create", pods, nodes, e.settle) + e.nodeNote()
 	for _, b := range []string{"orca-server", "orca-agent"} {
 		st, err := os.Stat(filepath.Join(e.root, "bin", b))

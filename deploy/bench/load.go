@@ -65,6 +65,12 @@ func (r *recorder) errors(op string) (int, string) {
 // that many are running is dropped and counted (the load is then beyond
 // what the server takes). openLoop returns when every call returned.
 func openLoop(ctx context.Context, perSecond float64, n, maxOutstanding int, fire func(ctx context.Context, i int, due time.Time)) (dropped int) {
+	return openLoopHook(ctx, perSecond, n, maxOutstanding, fire, nil)
+}
+
+// openLoopHook is openLoop calling onDrop (when not nil) for each
+// dropped call, from the generator's goroutine.
+func openLoopHook(ctx context.Context, perSecond float64, n, maxOutstanding int, fire func(ctx context.Context, i int, due time.Time), onDrop func()) (dropped int) {
 	var wg sync.WaitGroup
 	var outstanding atomic.Int64
 	start := time.Now()
@@ -79,6 +85,9 @@ func openLoop(ctx context.Context, perSecond float64, n, maxOutstanding int, fir
 		}
 		if outstanding.Load() >= int64(maxOutstanding) {
 			dropped++
+			if onDrop != nil {
+				onDrop()
+			}
 			continue
 		}
 		outstanding.Add(1)

@@ -39,9 +39,10 @@ type env struct {
 	memProfile      bool
 	schedTimeout    time.Duration
 	settle          time.Duration
-	hollow          bool // real hollow nodes (orca-agent --hollow), else stand-ins
-	run             int  // current run, from 0
-	keep            bool // keep the servers' directories
+	hollow          bool   // real hollow nodes (orca-agent --hollow), else stand-ins
+	run             int    // current run, from 0
+	keep            bool   // keep the servers' directories
+	rev             string // -rev: the binaries are of this commit
 	logf            func(string, ...any)
 }
 
@@ -61,24 +62,47 @@ func (e *env) done(s *server) (time.Duration, bool) {
 	return d, killed
 }
 
-// nodes brings up n nodes for s (stand-ins until hollow nodes are used)
-// and waits until they are Ready.
+// nodes brings up n nodes for s and waits until they are Ready: one
+// `orca-agent --hollow n` process (each node joins with the bootstrap
+// token on its own), or with -stand-in Node objects and Leases the runner
+// writes.
 func (e *env) nodes(ctx context.Context, s *server, n int) error {
 	start := time.Now()
-	if _, err := createStandInNodes(ctx, s.client, n, 32); err != nil {
+	timeout := 2 * time.Minute
+	if d := time.Duration(n) * 60 * time.Millisecond; d > timeout {
+		timeout = d
+	}
+	if e.hollow {
+		a, err := s.startAgent(ctx, "hollow", "--hollow", fmt.Sprint(n))
+		if err != nil {
+			return err
+		}
+		s.agents = append(s.agents, a)
+	} else if _, err := createStandInNodes(ctx, s.client, n, 32); err != nil {
 		return err
 	}
-	if err := waitNodesReady(ctx, s.client, n, 2*time.Minute); err != nil {
+	if err := waitNodesReady(ctx, s.client, n, timeout); err != nil {
+		if e.hollow {
+			err = fmt.Errorf("%w; hollow orca-agent log:\n%s", err, tail(s.agents[len(s.agents)-1].log))
+		}
 		return err
 	}
 	e.logf("  %d nodes Ready in %s", n, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
+// nodeName is the name of node i that nodes brings up.
+func (e *env) nodeName(i int) string {
+	if e.hollow {
+		return fmt.Sprintf("hollow-node-%d", i)
+	}
+	return standInNodeName(i)
+}
+
 // nodeNote says what the nodes were.
 func (e *env) nodeNote() string {
 	if e.hollow {
-		return "; hollow nodes (orca-agent --hollow)"
+		return "; hollow nodes: one orca-agent --hollow process, each node joined with a bootstrap token, its own NATS user, writes through the relay"
 	}
 	return "; STAND-IN nodes: Node objects and Leases written by the runner (no node agent)"
 }
@@ -129,12 +153,15 @@ type scenario struct {
 	figures []Figure
 	runs    int
 	run     func(ctx context.Context, e *env) (*sample, error)
+	// inProcess: the scenario runs orca's code in the runner's process
+	// (not the binaries).
+	inProcess bool
 }
 
 func main() {
 	short := flag.Bool("short", false, "fewer pods, nodes and runs (under 5 minutes)")
 	out := flag.String("out", ".bench", "directory the JSON report and profiles are written to")
-	only := flag.String("only", "", "run only the scenarios whose id matches this regular expression (a.1000, a.5000, b, c, e)")
+	only := flag.String("only", "", "run only the scenarios whose id matches this regular expression (a.1000, a.5000, b, c, d, e)")
 	runs := flag.Int("runs", 0, "runs per figure (default 3; 5 without -short for the short scenarios)")
 	cpu := flag.Bool("cpuprofile", false, "write a CPU profile of orca-server during the first run of each scenario (needs orca-server --profiling)")
 	mem := flag.Bool("memprofile", false, "write a heap profile of orca-server at the end of the first run of each scenario")
@@ -142,6 +169,8 @@ func main() {
 	work := flag.String("work", "", "directory for the servers' data (default: a temporary one on the disk of -out; fsync must reach a disk)")
 	schedTimeout := flag.Duration("sched-timeout", 3*time.Minute, "how long a scheduler run waits for its binds (the figure says when it was capped)")
 	noBuild := flag.Bool("no-build", false, "use the binaries in bin/ as they are")
+	rev := flag.String("rev", "", "build and measure the binaries of this commit instead of the work tree's (e.g. -rev 7c0e0f5 -baseline '' to measure the baseline again); figure (d) runs in the runner's process and is skipped then")
+	standIn := flag.Bool("stand-in", false, "stand-in nodes (Node objects and Leases the runner writes, pods marked Ready by the runner) instead of orca-agent --hollow; the default when orca-agent has no --hollow")
 	keep := flag.Bool("keep", false, "keep each run's data directory and logs under -work")
 	flag.Parse()
 	log.SetFlags(0)
@@ -176,24 +205,45 @@ func main() {
 	e := &env{root: root, keep: *keep, work: *work, out: *out, short: *short, cpuProfile: *cpu, memProfile: *mem,
 		schedTimeout: *schedTimeout, settle: 5 * time.Second,
 		logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
-	if !*noBuild {
+	switch {
+	case *rev != "":
+		dir, err := checkout(ctx, root, *rev, *work)
+		if err != nil {
+			log.Fatal(err)
+		}
+		e.logf("building bin/orca-server, bin/orca-agent, bin/orca of %s in %s", *rev, dir)
+		if err := build(ctx, dir); err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "bin", commitFile), []byte(*rev+"\n"), 0o644); err != nil {
+			log.Fatal(err)
+		}
+		root, e.root, e.rev = dir, dir, *rev
+	case !*noBuild:
 		e.logf("building bin/orca-server, bin/orca-agent, bin/orca")
 		if err := build(ctx, root); err != nil {
 			log.Fatal(err)
 		}
 	}
+	e.hollow = !*standIn && supportsFlag(filepath.Join(root, "bin", "orca-agent"), "hollow")
 	rep := &Report{Date: time.Now().UTC(), Commit: binariesCommit(root), Short: *short,
 		Machine: fmt.Sprintf("%d CPUs, %s, %s", runtime.NumCPU(), runtime.Version(), kernel()),
 		Setup: []string{
-			"orca-server as shipped: embedded NATS with --nats-sync-always (fsync before every acknowledged write), HTTPS with the cluster CA, audit log at <data-dir>/audit.log, RBAC, default in-flight limits; a fresh data directory per run",
+			"orca-server as shipped: embedded NATS (" + durability(root) + "), HTTPS with the cluster CA, audit log at <data-dir>/audit.log, RBAC, default in-flight limits; a fresh data directory per run",
 			"load client: client-go over HTTP/2 (JSON), each user a client certificate in system:masters signed by the cluster CA, client-side rate limit off",
 		}}
 	if !e.hollow {
-		rep.Setup = append(rep.Setup, "STAND-IN nodes: Node objects and Leases written by the runner and renewed every 10 s; a stand-in kubelet in the runner marks bound pods Ready (hollow nodes are not on main yet)")
+		rep.Setup = append(rep.Setup, "STAND-IN nodes: Node objects and Leases written by the runner and renewed every 10 s; a stand-in kubelet in the runner marks bound pods Ready")
+	} else {
+		rep.Setup = append(rep.Setup, "hollow nodes: orca-agent --hollow N (one process, the agent code on an in-memory runtime), each node joined with a bootstrap token and its own NATS credentials, writes through the relay")
 	}
 	var total time.Duration
 	for _, sc := range scenarios(e) {
 		if re != nil && !re.MatchString(sc.id) {
+			continue
+		}
+		if sc.inProcess && e.rev != "" {
+			e.logf("%s: runs in this process (the work tree's code): skipped with -rev", sc.id)
 			continue
 		}
 		n := sc.runs
@@ -228,6 +278,10 @@ func main() {
 		}
 		for _, f := range sc.figures {
 			f.Runs = samples[f.ID]
+			if peer := samples[f.ID+peerSuffix]; len(peer) > 0 {
+				v := Median(peer)
+				f.PeerValue, f.PeerMeasured = &v, true
+			}
 			if note, ok := notes[f.ID]; ok {
 				f.Note = note
 			}
@@ -299,4 +353,43 @@ func kernel() string {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// durability says how the orca-server in bin/ makes writes durable.
+func durability(root string) string {
+	if supportsFlag(filepath.Join(root, "bin", "orca-server"), "nats-group-commit") {
+		return "--nats-group-commit: every acknowledged write fsynced, one fsync for the writes waiting together"
+	}
+	return "--nats-sync-always: one fsync per acknowledged write"
+}
+
+// checkout extracts commit rev of the repository at root into a new
+// directory under work (git archive: no worktree is registered).
+func checkout(ctx context.Context, root, rev, work string) (string, error) {
+	dir, err := os.MkdirTemp(work, "rev-")
+	if err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=tar", rev)
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", dir)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	untar.Stdin = pipe
+	if err := untar.Start(); err != nil {
+		return "", err
+	}
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	if err := archive.Start(); err != nil {
+		return "", err
+	}
+	if err := archive.Wait(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w %s", rev, err, stderr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		return "", fmt.Errorf("untar %s: %w", rev, err)
+	}
+	return dir, nil
 }

@@ -182,21 +182,21 @@ func TestApplyBaselineAndTable(t *testing.T) {
 
 func TestOpenLoopDropsBeyondOutstanding(t *testing.T) {
 	release := make(chan struct{})
-	started := make(chan struct{}, 5)
+	drops := make(chan struct{}, 5)
 	var fired atomic.Int64
 	done := make(chan int)
 	go func() {
-		done <- openLoop(context.Background(), 1e6, 5, 2, func(_ context.Context, _ int, _ time.Time) {
+		done <- openLoopHook(context.Background(), 1e6, 5, 2, func(_ context.Context, _ int, _ time.Time) {
 			fired.Add(1)
-			started <- struct{}{}
 			<-release
-		})
+		}, func() { drops <- struct{}{} })
 	}()
 	// The loop counts a call outstanding before starting it: 2 calls
 	// start and block, the 3 others find 2 outstanding and are dropped;
 	// then openLoop waits for the 2.
-	<-started
-	<-started
+	for range 3 {
+		<-drops
+	}
 	close(release)
 	if dropped := <-done; dropped != 3 || fired.Load() != 2 {
 		t.Errorf("dropped %d, fired %d; want 3 and 2", dropped, fired.Load())

@@ -26,9 +26,9 @@ func count(n int) string {
 // scenarios are the benchmarks of issue 9 in table order, sized for
 // e.short.
 func scenarios(e *env) []scenario {
-	schedPods, startupPods, apiPods, apiDur, fpPods, runs := 10000, 1000, 10000, 30*time.Second, 30000, 3
+	schedPods, startupPods, apiPods, apiDur, fpPods, storeObjects, runs := 10000, 1000, 10000, 30*time.Second, 30000, 2000, 3
 	if e.short {
-		schedPods, startupPods, apiPods, apiDur, fpPods = 2000, 300, 2000, 10*time.Second, 5000
+		schedPods, startupPods, apiPods, apiDur, fpPods, storeObjects = 2000, 300, 2000, 10*time.Second, 5000, 1000
 	}
 	var out []scenario
 	for _, nodes := range []int{1000, 5000} {
@@ -79,12 +79,29 @@ func scenarios(e *env) []scenario {
 	out = append(out, scenario{id: "c", runs: runs, figures: cf,
 		run: func(ctx context.Context, e *env) (*sample, error) { return runAPILatency(ctx, e, "c", apiPods, apiDur) },
 	})
+	var df []Figure
+	for _, c := range storeClients {
+		k := fmt.Sprintf("d.%d", c)
+		df = append(df,
+			Figure{ID: k + ".create", Name: fmt.Sprintf("(d) store creates, %d client(s), %s objects", c, count(storeObjects)), Unit: "/s", Peer: "etcd 3.4", Target: &Target{Op: ">=", Value: 2, OnRatio: true}},
+			Figure{ID: k + ".create.sync-always", Name: fmt.Sprintf("(d) store creates, %d client(s), sync_always as at 7c0e0f5", c), Unit: "/s", Peer: "etcd 3.4"},
+			Figure{ID: k + ".update", Name: fmt.Sprintf("(d) store get+CAS updates, %d client(s)", c), Unit: "/s", Peer: "etcd 3.4", Target: &Target{Op: ">=", Value: 2, OnRatio: true}},
+			Figure{ID: k + ".update.sync-always", Name: fmt.Sprintf("(d) store get+CAS updates, %d client(s), sync_always", c), Unit: "/s", Peer: "etcd 3.4"},
+			Figure{ID: k + ".watch.p50", Name: fmt.Sprintf("(d) store watch delivery p50, %d client(s)", c), Unit: "ms", Peer: "etcd 3.4"},
+			Figure{ID: k + ".watch.p99", Name: fmt.Sprintf("(d) store watch delivery p99, %d client(s)", c), Unit: "ms", Peer: "etcd 3.4", Target: &Target{Op: "<=", Value: 1, OnRatio: true}},
+			Figure{ID: k + ".list.p99", Name: fmt.Sprintf("(d) store list of %s p99, %d client(s) run", count(storeObjects), c), Unit: "ms", Peer: "etcd 3.4"},
+		)
+	}
+	out = append(out, scenario{id: "d", runs: runs, figures: df, inProcess: true,
+		run: func(ctx context.Context, e *env) (*sample, error) { return runStore(ctx, e, "d", storeObjects) },
+	})
 	out = append(out, scenario{id: "e", runs: runs,
 		figures: []Figure{
 			{ID: "e.server.idle", Name: "(e) orca-server idle RSS", Unit: "MiB", Target: &Target{Op: "<=", Value: 64}},
 			{ID: "e.agent.idle", Name: "(e) orca-agent idle RSS, no pods", Unit: "MiB", Target: &Target{Op: "<=", Value: 32}},
 			{ID: "e.server.loaded", Name: fmt.Sprintf("(e) orca-server RSS, 1,000 nodes + %s pods", count(fpPods)), Unit: "MiB", Target: &Target{Op: "<=", Value: 1024}},
 			{ID: "e.server.peak", Name: "(e) orca-server peak RSS (VmHWM) of that run", Unit: "MiB"},
+			{ID: "e.hollow", Name: "(e) orca-agent --hollow 1,000 RSS, with those pods", Unit: "MiB"},
 			{ID: "e.size.orca-server", Name: "(e) binary size orca-server", Unit: "MB"},
 			{ID: "e.size.orca-agent", Name: "(e) binary size orca-agent", Unit: "MB"},
 		},

@@ -39,8 +39,8 @@ func nodeCapacity() corev1.ResourceList {
 	}
 }
 
-// nodeName is the name of node i of a run.
-func nodeName(i int) string { return fmt.Sprintf("bench-node-%05d", i) }
+// standInNodeName is the name of stand-in node i of a run.
+func standInNodeName(i int) string { return fmt.Sprintf("bench-node-%05d", i) }
 
 // standInNodes are n Nodes and their Leases kept alive by the runner.
 type standInNodes struct {
@@ -55,8 +55,13 @@ type standInNodes struct {
 func createStandInNodes(ctx context.Context, c kubernetes.Interface, n, workers int) (*standInNodes, error) {
 	s := &standInNodes{c: c, leases: map[string]*coordinationv1.Lease{}}
 	for i := range n {
-		s.names = append(s.names, nodeName(i))
+		s.names = append(s.names, standInNodeName(i))
 	}
+	// Renewing starts at once: creating thousands of nodes can take
+	// longer than the node monitor grace period (40 s), and a node the
+	// lifecycle controller marked Unknown has no kubelet to set it
+	// Ready again.
+	go s.renew(ctx)
 	err := parallel(ctx, n, workers, func(ctx context.Context, i int) error {
 		name := s.names[i]
 		now := metav1.Now()
@@ -101,7 +106,6 @@ func createStandInNodes(ctx context.Context, c kubernetes.Interface, n, workers 
 	if err != nil {
 		return nil, err
 	}
-	go s.renew(ctx)
 	return s, nil
 }
 
@@ -123,10 +127,13 @@ func (s *standInNodes) renew(ctx context.Context) {
 			return
 		}
 		name := s.names[i]
+		s.mu.Lock()
+		l := s.leases[name].DeepCopy() // nil: not created yet
+		s.mu.Unlock()
+		if l == nil {
+			continue
+		}
 		go func() {
-			s.mu.Lock()
-			l := s.leases[name].DeepCopy()
-			s.mu.Unlock()
 			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 			got, err := s.c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Update(ctx, l, metav1.UpdateOptions{})
 			if apierrors.IsConflict(err) {
@@ -141,7 +148,8 @@ func (s *standInNodes) renew(ctx context.Context) {
 	}
 }
 
-// waitNodesReady polls until n Ready nodes are listed.
+// waitNodesReady polls until n Ready nodes are listed (every 2 s: a list
+// of 5,000 nodes is not free).
 func waitNodesReady(ctx context.Context, c kubernetes.Interface, n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -163,7 +171,7 @@ func waitNodesReady(ctx context.Context, c kubernetes.Interface, n int, timeout 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(2 * time.Second):
 		}
 	}
 }
