@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -121,7 +122,13 @@ func createPods(ctx context.Context, clients []kubernetes.Interface, n, workers 
 	start := time.Now()
 	err := parallel(ctx, n, workers, func(ctx context.Context, i int) error {
 		p := mk(i)
-		_, err := clients[i%len(clients)].CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		err := retry(ctx, func() error {
+			_, err := clients[i%len(clients)].CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) { // an earlier attempt's answer was lost
+				return nil
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("create pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
@@ -314,7 +321,15 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 	}
 	start := time.Now()
 	err = parallel(ctx, pods, 64, func(ctx context.Context, i int) error {
-		got, err := clients[i%len(clients)].CoreV1().Pods(ns).Create(ctx, mk(fmt.Sprintf("pod-%05d", i), fmt.Sprintf("g%02d", i%100)), metav1.CreateOptions{})
+		var got *corev1.Pod
+		name := fmt.Sprintf("pod-%05d", i)
+		err := retry(ctx, func() (err error) {
+			got, err = clients[i%len(clients)].CoreV1().Pods(ns).Create(ctx, mk(name, fmt.Sprintf("g%02d", i%100)), metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				got, err = clients[i%len(clients)].CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("create pod %d: %w", i, err)
 		}

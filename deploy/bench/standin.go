@@ -79,13 +79,23 @@ func createStandInNodes(ctx context.Context, c kubernetes.Interface, n, workers 
 				NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.33.0-bench"},
 			},
 		}
-		created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		var created *corev1.Node
+		err := retry(ctx, func() (err error) {
+			created, err = c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) { // an earlier attempt's answer was lost
+				created, err = c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("create node %s: %w", name, err)
 		}
 		if !nodeReady(created) { // status dropped on create, as Kubernetes' strategy may
 			created.Status = node.Status
-			if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			if err := retry(ctx, func() error {
+				_, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
 				return fmt.Errorf("update node %s status: %w", name, err)
 			}
 		}
@@ -94,7 +104,14 @@ func createStandInNodes(ctx context.Context, c kubernetes.Interface, n, workers 
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To(int32(40)),
 				RenewTime: &metav1.MicroTime{Time: time.Now()}},
 		}
-		got, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, l, metav1.CreateOptions{})
+		var got *coordinationv1.Lease
+		err = retry(ctx, func() (err error) {
+			got, err = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, l, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				got, err = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("create lease %s: %w", name, err)
 		}
@@ -313,4 +330,22 @@ func parallel(ctx context.Context, n, workers int, fn func(context.Context, int)
 		return err
 	}
 	return nil
+}
+
+// retry calls fn up to 5 times while it fails (a 429 of the in-flight
+// limits, a connection the loaded server dropped), waiting a little
+// longer each time; it returns the last error.
+func retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 1; attempt <= 5; attempt++ {
+		if err = fn(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+		}
+	}
+	return err
 }
