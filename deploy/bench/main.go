@@ -172,8 +172,17 @@ func main() {
 	rev := flag.String("rev", "", "build and measure the binaries of this commit instead of the work tree's (e.g. -rev 7c0e0f5 -baseline '' to measure the baseline again); figure (d) runs in the runner's process and is skipped then")
 	standIn := flag.Bool("stand-in", false, "stand-in nodes (Node objects and Leases the runner writes, pods marked Ready by the runner) instead of orca-agent --hollow; the default when orca-agent has no --hollow")
 	keep := flag.Bool("keep", false, "keep each run's data directory and logs under -work")
+	table := flag.String("table", "", "print the table of this JSON report (with -baseline's before column) and exit, running nothing")
 	flag.Parse()
 	log.SetFlags(0)
+	if *table != "" {
+		rep, err := ReadReport(*table)
+		if err != nil {
+			log.Fatal(err)
+		}
+		printReport(rep, *baseline)
+		return
+	}
 
 	root, err := os.Getwd()
 	if err != nil {
@@ -296,29 +305,7 @@ func main() {
 		}
 	}
 	rep.Runs = *runs
-	if *baseline != "" && *short {
-		if tw := strings.TrimSuffix(*baseline, ".json") + "-short.json"; fileExists(tw) {
-			*baseline = tw
-		}
-	}
-	if *baseline != "" {
-		if base, err := ReadReport(*baseline); err == nil {
-			rep.Baseline = *baseline + " (" + base.Commit + ", " + base.Date.Format("2006-01-02") + ")"
-			rep.ApplyBaseline(base)
-		} else if !os.IsNotExist(err) {
-			e.logf("baseline: %v", err)
-		}
-	}
-	fmt.Printf("orca bench %s, commit %s, %s%s\n", rep.Date.Format("2006-01-02 15:04 UTC"), rep.Commit, rep.Machine, map[bool]string{true: ", -short"}[*short])
-	if rep.Baseline != "" {
-		fmt.Printf("before: %s\n", rep.Baseline)
-	}
-	if err := rep.WriteTable(os.Stdout); err != nil {
-		log.Fatal(err)
-	}
-	for _, s := range rep.Setup {
-		fmt.Println("setup: " + s)
-	}
+	printReport(rep, *baseline)
 	name := filepath.Join(*out, "bench-"+rep.Date.Format("20060102-150405")+".json")
 	if err := rep.WriteJSON(name); err != nil {
 		log.Fatal(err)
@@ -392,4 +379,32 @@ func checkout(ctx context.Context, root, rev, work string) (string, error) {
 		return "", fmt.Errorf("untar %s: %w", rev, err)
 	}
 	return dir, nil
+}
+
+// printReport applies the baseline (its -short twin for a -short report)
+// and prints the table and the setup lines.
+func printReport(rep *Report, baseline string) {
+	if baseline != "" && rep.Short {
+		if tw := strings.TrimSuffix(baseline, ".json") + "-short.json"; fileExists(tw) {
+			baseline = tw
+		}
+	}
+	if baseline != "" {
+		if base, err := ReadReport(baseline); err == nil {
+			rep.Baseline = baseline + " (" + base.Commit + ", " + base.Date.Format("2006-01-02") + ")"
+			rep.ApplyBaseline(base)
+		} else if !os.IsNotExist(err) {
+			log.Printf("baseline: %v", err)
+		}
+	}
+	fmt.Printf("orca bench %s, commit %s, %s%s\n", rep.Date.Format("2006-01-02 15:04 UTC"), rep.Commit, rep.Machine, map[bool]string{true: ", -short"}[rep.Short])
+	if rep.Baseline != "" {
+		fmt.Printf("before: %s\n", rep.Baseline)
+	}
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range rep.Setup {
+		fmt.Println("setup: " + s)
+	}
 }
