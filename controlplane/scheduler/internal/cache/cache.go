@@ -118,14 +118,15 @@ func (c *Cache) AssumePod(pod *corev1.Pod) error {
 
 // FinishBinding marks the assumed pod's binding as written, at the time
 // now: its assumption expires ttl later unless the informer confirms it. A
-// pod that is not assumed (confirmed or forgotten meanwhile) is left alone.
+// pod that is not assumed (confirmed or forgotten meanwhile), or another
+// pod of the same name (another UID), is left alone.
 func (c *Cache) FinishBinding(pod *corev1.Pod, now time.Time) {
 	key := store.KeyOf(pod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps, ok := c.pods[key]
-	if !ok || !c.assumed[key] {
-		return
+	if !ok || !c.assumed[key] || ps.pod.UID != pod.UID {
+		return // not assumed, or another pod of that name now
 	}
 	ps.bindingFinished = true
 	if c.ttl > 0 {
@@ -135,7 +136,8 @@ func (c *Cache) FinishBinding(pod *corev1.Pod, now time.Time) {
 
 // ForgetPod takes back the assumption of pod (its binding failed). It
 // fails when pod is not assumed (the informer confirmed or removed it
-// meanwhile) or is assumed on another node.
+// meanwhile), when the pod assumed under its name has another UID (it was
+// deleted and recreated) or is assumed on another node.
 func (c *Cache) ForgetPod(pod *corev1.Pod) error {
 	key := store.KeyOf(pod)
 	c.mu.Lock()
@@ -143,6 +145,11 @@ func (c *Cache) ForgetPod(pod *corev1.Pod) error {
 	ps, ok := c.pods[key]
 	if !ok || !c.assumed[key] {
 		return fmt.Errorf("forget pod %s: not assumed", key)
+	}
+	if ps.pod.UID != pod.UID {
+		// The pod was deleted and one of the same name is assumed now
+		// (kube-scheduler's cache keys pods by UID).
+		return fmt.Errorf("forget pod %s: uid %s is assumed, not %s", key, ps.pod.UID, pod.UID)
 	}
 	if ps.pod.Spec.NodeName != pod.Spec.NodeName {
 		return fmt.Errorf("forget pod %s: assumed on node %s, not %s", key, ps.pod.Spec.NodeName, pod.Spec.NodeName)
@@ -193,7 +200,7 @@ func (c *Cache) UpdatePod(old, pod *corev1.Pod) error {
 
 // RemovePod takes the pod namespace/name off its node, assumed or added
 // (the pod was deleted, finished or left its node). It fails when the
-// cache does not hold it.
+// cache does not hold it, or holds another pod of that name (another UID).
 func (c *Cache) RemovePod(pod *corev1.Pod) error {
 	key := store.KeyOf(pod)
 	c.mu.Lock()
@@ -201,6 +208,9 @@ func (c *Cache) RemovePod(pod *corev1.Pod) error {
 	ps, ok := c.pods[key]
 	if !ok {
 		return fmt.Errorf("remove pod %s: not in the cache", key)
+	}
+	if pod.UID != "" && ps.pod.UID != "" && ps.pod.UID != pod.UID {
+		return fmt.Errorf("remove pod %s: the cache holds uid %s, not %s", key, ps.pod.UID, pod.UID)
 	}
 	c.removePodLocked(ps.pod)
 	delete(c.pods, key)
