@@ -69,11 +69,19 @@ type Config struct {
 	// ClusterSigningDuration caps the life of signed certificates
 	// (kube-controller-manager's --cluster-signing-duration). Default 1 year.
 	ClusterSigningDuration time.Duration
+	// Informers, when set, are the process's shared informers (started by
+	// their owner): the controllers use them instead of informers of
+	// their own, so that the scheduler, the Node authorizer and the
+	// controllers of one orca-server hold one cache per resource. Nil: the
+	// Manager builds its own and runs them in Run.
+	Informers *store.SharedInformers
 }
 
 // Manager runs the controllers over shared informers.
 type Manager struct {
 	cfg         Config
+	factory     *store.SharedInformers
+	ownFactory  bool // factory is the Manager's: Run starts it
 	informers   []*store.Informer
 	controllers []namedRunner
 }
@@ -100,7 +108,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	reg := cfg.Registry
 	s := cfg.Store
-	inf := func(r store.Resource) *store.Informer { return store.NewInformer(s, r) }
+	factory, own := cfg.Informers, cfg.Informers == nil
+	if own {
+		factory = store.NewSharedInformers(s)
+	}
+	inf := factory.For
 	var (
 		pods        = inf(store.Pods)
 		rss         = inf(store.ReplicaSets)
@@ -116,7 +128,7 @@ func New(cfg Config) (*Manager, error) {
 		crs         = inf(rbac.ClusterRoles)
 		csrs        = inf(certificates.CertificateSigningRequests)
 	)
-	m := &Manager{cfg: cfg, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs}}
+	m := &Manager{cfg: cfg, factory: factory, ownFactory: own, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -148,17 +160,23 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Run starts the shared informers, waits until each has loaded its first
-// full list, then runs every controller until ctx ends. It returns nil
-// when ctx ends, or the first controller's failure to start.
+// Run starts the informers (unless Config.Informers were given: their
+// owner runs them), waits until each has loaded its first full list, then
+// runs every controller until ctx ends. It returns nil when ctx ends, or
+// the first controller's failure to start, once every controller (and
+// informer it started) has stopped.
 func (m *Manager) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred calls run last first: cancel, then wait for the informers
+	// and the controllers.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for _, inf := range m.informers {
-		wg.Add(1)
-		go func() { defer wg.Done(); inf.Run(ctx) }()
+	if m.ownFactory {
+		defer m.factory.Wait()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if m.ownFactory {
+		m.factory.Start(ctx)
 	}
 	for _, inf := range m.informers {
 		if !inf.WaitForSync(ctx) {

@@ -41,6 +41,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/auth/rbac"
 	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/pki"
+	regrbac "github.com/orca-edge/orca/controlplane/registry/rbac"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -232,9 +233,28 @@ type Chain struct {
 // RBAC's (SelfSubjectRulesReview); RBAC also checks writes of roles and
 // bindings for escalation (apiserver.Config.RBAC).
 func (m *Material) Chain(ctx context.Context, st *store.Store) (*Chain, error) {
-	nodes, roles := node.New(st), rbac.NewFromStore(st)
-	go nodes.Run(ctx)
-	go roles.Run(ctx)
+	return m.ChainWithInformers(ctx, st, nil)
+}
+
+// ChainWithInformers is Chain with the Node authorizer and RBAC over the
+// process's shared informers (pods; roles, role bindings, cluster roles
+// and their bindings), which their owner must have started
+// (SharedInformers.Start), instead of informers of their own. Nil
+// informers: Chain.
+func (m *Material) ChainWithInformers(ctx context.Context, st *store.Store, informers *store.SharedInformers) (*Chain, error) {
+	var nodes *node.Authorizer
+	var roles *rbac.Authorizer
+	if informers == nil {
+		nodes, roles = node.New(st), rbac.NewFromStore(st)
+		go nodes.Run(ctx)
+		go roles.Run(ctx)
+	} else {
+		var err error
+		if nodes, err = node.NewWithInformer(informers.For(store.Pods)); err != nil {
+			return nil, fmt.Errorf("security: %w", err)
+		}
+		roles = rbac.New(informers.For(regrbac.Roles), informers.For(regrbac.RoleBindings), informers.For(regrbac.ClusterRoles), informers.For(regrbac.ClusterRoleBindings))
+	}
 	if !nodes.WaitForSync(ctx) || !roles.WaitForSync(ctx) {
 		return nil, fmt.Errorf("security: authorizer informers did not sync: %w", ctx.Err())
 	}

@@ -67,6 +67,7 @@ func Identity(u user.Info) (string, bool) {
 // synced every restricted request is refused. Safe for concurrent use.
 type Authorizer struct {
 	pods  *store.Informer
+	own   bool // pods is the authorizer's: Run runs it
 	rules []rbacv1.PolicyRule
 }
 
@@ -75,11 +76,30 @@ var _ authorizer.Authorizer = (*Authorizer)(nil)
 // New returns the Node authorizer over the pods of s. Call Run.
 func New(s *store.Store) *Authorizer {
 	pods := store.NewInformer(s, store.Pods, store.WithIndexers(store.PodIndexers()))
-	return &Authorizer{pods: pods, rules: bootstrappolicy.NodeRules()}
+	return &Authorizer{pods: pods, own: true, rules: bootstrappolicy.NodeRules()}
 }
 
-// Run runs the authorizer's pod informer until ctx ends.
-func (a *Authorizer) Run(ctx context.Context) { a.pods.Run(ctx) }
+// NewWithInformer returns the Node authorizer over pods, an informer of
+// every pod shared with other components and run by its owner
+// (store.SharedInformers); it adds store.PodIndexers to it. It fails when
+// pods is not of pods or has a conflicting index.
+func NewWithInformer(pods *store.Informer) (*Authorizer, error) {
+	if pods.Resource().Plural != store.Pods.Plural {
+		return nil, fmt.Errorf("node authorizer: the informer watches %s, not pods", pods.Resource().Plural)
+	}
+	if err := pods.AddIndexers(store.PodIndexers()); err != nil {
+		return nil, fmt.Errorf("node authorizer: %w", err)
+	}
+	return &Authorizer{pods: pods, rules: bootstrappolicy.NodeRules()}, nil
+}
+
+// Run runs the authorizer's pod informer until ctx ends (New's); with
+// NewWithInformer's it returns at once, as the informer's owner runs it.
+func (a *Authorizer) Run(ctx context.Context) {
+	if a.own {
+		a.pods.Run(ctx)
+	}
+}
 
 // HasSynced reports whether the pod informer has synced.
 func (a *Authorizer) HasSynced() bool { return a.pods.HasSynced() }

@@ -70,6 +70,17 @@ func TestAuthorizer(t *testing.T) {
 	})
 	a := node.New(s)
 	go a.Run(ctx)
+	// The same decisions over a pods informer shared through
+	// store.SharedInformers (orca-server's).
+	informers := store.NewSharedInformers(s)
+	shared, err := node.NewWithInformer(informers.For(store.Pods))
+	if err != nil {
+		t.Fatal(err)
+	}
+	informers.Start(ctx)
+	if _, err := node.NewWithInformer(informers.For(store.Secrets)); err == nil {
+		t.Error("NewWithInformer took an informer of secrets")
+	}
 
 	res := func(u user.Info, verb, group, resource, sub, ns, name string) authorizer.AttributesRecord {
 		return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: group, APIVersion: "v1", Resource: resource, Subresource: sub, Namespace: ns, Name: name, ResourceRequest: true}
@@ -103,21 +114,23 @@ func TestAuthorizer(t *testing.T) {
 		{res(&user.DefaultInfo{Name: "jane", Groups: []string{"system:authenticated"}}, "get", "", "secrets", "", "default", "web-tls"), false},
 	}
 	storetest.Eventually(t, 5*time.Second, func() error {
-		if !a.HasSynced() {
+		if !a.HasSynced() || !shared.HasSynced() {
 			return context.DeadlineExceeded
 		}
 		return nil
 	})
-	for _, c := range cases {
-		d, reason, err := a.Authorize(ctx, c.attrs)
-		if err != nil {
-			t.Errorf("%s %s/%s %s/%s: %v", c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, c.attrs.Name, err)
-		}
-		if (d == authorizer.DecisionAllow) != c.allow {
-			t.Errorf("%s %s %s/%s %s/%s: decision %v (%s); want allow=%v", c.attrs.User.GetName(), c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, c.attrs.Name, d, reason, c.allow)
-		}
-		if d == authorizer.DecisionDeny {
-			t.Errorf("%s %s: Deny; the Node authorizer only allows or has no opinion", c.attrs.Verb, c.attrs.Resource)
+	for _, a := range []*node.Authorizer{a, shared} {
+		for _, c := range cases {
+			d, reason, err := a.Authorize(ctx, c.attrs)
+			if err != nil {
+				t.Errorf("%s %s/%s %s/%s: %v", c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, c.attrs.Name, err)
+			}
+			if (d == authorizer.DecisionAllow) != c.allow {
+				t.Errorf("%s %s %s/%s %s/%s: decision %v (%s); want allow=%v", c.attrs.User.GetName(), c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, c.attrs.Name, d, reason, c.allow)
+			}
+			if d == authorizer.DecisionDeny {
+				t.Errorf("%s %s: Deny; the Node authorizer only allows or has no opinion", c.attrs.Verb, c.attrs.Resource)
+			}
 		}
 	}
 

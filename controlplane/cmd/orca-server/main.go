@@ -232,6 +232,14 @@ func run(ctx context.Context, o options) error {
 	reg := builtin.New()
 
 	g, ctx := errgroup.WithContext(ctx)
+	// One informer per resource for the whole process: the Node
+	// authorizer, RBAC, the scheduler and the controllers share them (and
+	// their objects, which none of them modifies), so each resource is
+	// cached and indexed once.
+	informers := store.NewSharedInformers(st)
+	informersCtx, stopInformers := context.WithCancel(ctx)
+	informers.Start(informersCtx)
+	defer func() { stopInformers(); informers.Wait() }()
 	if o.apiserver {
 		modules, err := wasm.NewModuleStore(ctx, st.JetStream())
 		if err != nil {
@@ -241,7 +249,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		ch, err := sec.Chain(ctx, st)
+		ch, err := sec.ChainWithInformers(ctx, st, informers)
 		if err != nil {
 			return err
 		}
@@ -264,14 +272,15 @@ func run(ctx context.Context, o options) error {
 		g.Go(func() error { return api.Run(ctx) })
 	}
 	if o.scheduler {
-		sched, err := scheduler.New(scheduler.Config{Store: st})
+		sched, err := scheduler.New(scheduler.Config{Store: st,
+			Pods: informers.For(store.Pods), Nodes: informers.For(store.Nodes), RuntimeClasses: informers.For(store.RuntimeClasses)})
 		if err != nil {
 			return err
 		}
 		g.Go(func() error { return sched.Run(ctx) })
 	}
 	if o.controllers {
-		cm, err := controllers.New(controllers.Config{Store: st, Registry: reg, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
+		cm, err := controllers.New(controllers.Config{Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
 			RootCA: rootCA(sec), ClusterSigningCA: &csr.CA{Cert: sec.CA.Cert, Key: sec.CA.Key}, ClusterSigningDuration: o.clusterSigningDuration})
 		if err != nil {
 			return err
