@@ -244,9 +244,30 @@ func imageID(st runtimes.TaskStatus) string {
 	return ""
 }
 
-// watchTask waits for the task's exit and hands it to the worker.
+// watchTask waits for the task's exit and hands it to the worker: with
+// a callback of a runtime that offers one (runtimes.ExitNotifier), else
+// with a goroutine blocked in Wait.
 func (w *podWorker) watchTask(c *container, rt runtimes.Runtime, id, logPath string) {
 	name, ctx := c.name, w.ctx
+	if en, ok := rt.(runtimes.ExitNotifier); ok {
+		var stop func()
+		var err error
+		stop, err = en.NotifyExit(id, func(st runtimes.TaskStatus) {
+			w.a.logs.exited(logPath)
+			// The worker may be busy or gone: hand the exit over from
+			// a goroutine of its own, for this moment only.
+			go func() {
+				select {
+				case w.events <- workerEvent{container: name, task: id, exit: &st}:
+				case <-ctx.Done():
+				}
+			}()
+		})
+		if err == nil {
+			context.AfterFunc(ctx, stop)
+			return
+		}
+	}
 	go func() {
 		st, err := rt.Wait(ctx, id)
 		if ctx.Err() != nil {

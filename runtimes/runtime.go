@@ -220,6 +220,19 @@ type Runtime interface {
 	Close(ctx context.Context) error
 }
 
+// ExitNotifier is an optional ability of a Runtime: calling back on a
+// task's exit instead of a Wait blocked per task (the node agent then
+// holds no goroutine per running container; the fake runtime of hollow
+// nodes offers it).
+type ExitNotifier interface {
+	// NotifyExit calls f once with the task's final status when it
+	// exits (at once, from NotifyExit's caller, when it already has),
+	// from a goroutine of the runtime; f must not block. It returns
+	// ErrNotFound for an unknown task. stop cancels the call if it has
+	// not happened yet.
+	NotifyExit(id string, f func(TaskStatus)) (stop func(), err error)
+}
+
 // TerminalSize is a terminal's size in characters.
 type TerminalSize struct{ Width, Height uint16 }
 

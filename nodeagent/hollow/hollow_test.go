@@ -231,6 +231,26 @@ func TestHollowNodes(t *testing.T) {
 		t.Errorf("pods ran on %d nodes, want them spread", len(used))
 	}
 
+	// A container that exits by itself (the fake runtime's EXIT_CODE)
+	// ends its pod with its code.
+	job := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "default"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "busybox:1.36",
+			Env: []corev1.EnvVar{{Name: "EXIT_CODE", Value: "3"}, {Name: "SLEEP_SECONDS", Value: "0.2"}}}}}}
+	if err := cp.do(http.MethodPost, "/api/v1/namespaces/default/pods", job, nil); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Eventually(t, 30*time.Second, func() error {
+		var p corev1.Pod
+		if err := cp.do(http.MethodGet, "/api/v1/namespaces/default/pods/job", nil, &p); err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodFailed || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil ||
+			p.Status.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
+			return fmt.Errorf("job phase %s, statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+
 	if err := cp.do(http.MethodDelete, "/api/v1/namespaces/default/pods/web-0", nil, nil); err != nil {
 		t.Fatal(err)
 	}

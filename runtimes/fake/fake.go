@@ -84,8 +84,9 @@ type Runtime struct {
 }
 
 var (
-	_ runtimes.Runtime = (*Runtime)(nil)
-	_ runtimes.Execer  = (*Runtime)(nil)
+	_ runtimes.Runtime      = (*Runtime)(nil)
+	_ runtimes.Execer       = (*Runtime)(nil)
+	_ runtimes.ExitNotifier = (*Runtime)(nil)
 )
 
 // New returns an empty runtime.
@@ -104,9 +105,11 @@ type task struct {
 	spec       runtimes.TaskSpec
 	ignoreTerm bool
 
-	mu     sync.Mutex // guards status and timer
+	mu     sync.Mutex // guards status, timer and onExit
 	status runtimes.TaskStatus
 	timer  *time.Timer // a pending timed exit or kill; nil when none
+	onExit map[int]func(runtimes.TaskStatus)
+	nextCB int
 	done   chan struct{}
 }
 
@@ -291,6 +294,42 @@ func (t *task) exitLocked(at time.Time, code int32) {
 		t.status.Reason = "Completed"
 	}
 	close(t.done)
+	if len(t.onExit) > 0 {
+		st, cbs := t.status, t.onExit
+		t.onExit = nil
+		go func() {
+			for _, f := range cbs {
+				f(st)
+			}
+		}()
+	}
+}
+
+// NotifyExit implements runtimes.ExitNotifier.
+func (r *Runtime) NotifyExit(id string, f func(runtimes.TaskStatus)) (func(), error) {
+	t, err := r.get(id)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.status.State == runtimes.StateExited {
+		st := t.status
+		t.mu.Unlock()
+		f(st)
+		return func() {}, nil
+	}
+	if t.onExit == nil {
+		t.onExit = map[int]func(runtimes.TaskStatus){}
+	}
+	n := t.nextCB
+	t.nextCB++
+	t.onExit[n] = f
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		delete(t.onExit, n)
+		t.mu.Unlock()
+	}, nil
 }
 
 func (r *Runtime) get(id string) (*task, error) {

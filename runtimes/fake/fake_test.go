@@ -109,3 +109,52 @@ func TestExec(t *testing.T) {
 		t.Error("Start after Close succeeded")
 	}
 }
+
+// NotifyExit calls back once on exit (at once for an exited task), and
+// not after stop.
+func TestNotifyExit(t *testing.T) {
+	rt := fake.New(fake.Config{})
+	c := ctx(t)
+	for _, id := range []string{"a", "b"} {
+		if _, err := rt.Start(c, runtimes.TaskSpec{ID: id, Image: "app"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan runtimes.TaskStatus, 2)
+	if _, err := rt.NotifyExit("a", func(st runtimes.TaskStatus) { got <- st }); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := rt.NotifyExit("b", func(st runtimes.TaskStatus) { got <- st })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for _, id := range []string{"a", "b"} {
+		if err := rt.Stop(c, id, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case st := <-got:
+		if st.ID != "a" || st.ExitCode != fake.ExitCodeSIGTERM {
+			t.Errorf("exit notified %+v, want a with 143", st)
+		}
+	case <-c.Done():
+		t.Fatal("no exit notified")
+	}
+	// Already exited: at once.
+	if _, err := rt.NotifyExit("a", func(st runtimes.TaskStatus) { got <- st }); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-got; st.ID != "a" {
+		t.Errorf("second notification %+v", st)
+	}
+	select {
+	case st := <-got:
+		t.Errorf("stopped notification delivered: %+v", st)
+	default:
+	}
+	if _, err := rt.NotifyExit("none", func(runtimes.TaskStatus) {}); !errors.Is(err, runtimes.ErrNotFound) {
+		t.Errorf("NotifyExit of an unknown task: %v", err)
+	}
+}
