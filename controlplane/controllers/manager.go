@@ -80,8 +80,7 @@ type Config struct {
 // Manager runs the controllers over shared informers.
 type Manager struct {
 	cfg         Config
-	factory     *store.SharedInformers
-	ownFactory  bool // factory is the Manager's: Run starts it
+	factory     *store.SharedInformers // cfg.Informers, or the Manager's own (Run starts it)
 	informers   []*store.Informer
 	controllers []namedRunner
 }
@@ -108,8 +107,8 @@ func New(cfg Config) (*Manager, error) {
 	}
 	reg := cfg.Registry
 	s := cfg.Store
-	factory, own := cfg.Informers, cfg.Informers == nil
-	if own {
+	factory := cfg.Informers
+	if factory == nil {
 		factory = store.NewSharedInformers(s)
 	}
 	inf := factory.For
@@ -128,7 +127,7 @@ func New(cfg Config) (*Manager, error) {
 		crs         = inf(rbac.ClusterRoles)
 		csrs        = inf(certificates.CertificateSigningRequests)
 	)
-	m := &Manager{cfg: cfg, factory: factory, ownFactory: own, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs}}
+	m := &Manager{cfg: cfg, factory: factory, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -170,12 +169,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	// and the controllers.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if m.ownFactory {
+	own := m.cfg.Informers == nil
+	if own {
 		defer m.factory.Wait()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if m.ownFactory {
+	if own {
 		m.factory.Start(ctx)
 	}
 	for _, inf := range m.informers {
