@@ -34,7 +34,7 @@ func (s *Server) installPodSecurity() error {
 	psa, err := podsecurity.New(podsecurity.Config{
 		Configuration: s.cfg.PodSecurity,
 		Namespace: func(ctx context.Context, name string) (*corev1.Namespace, error) {
-			o, err := s.st.Get(ctx, store.Namespaces, "", name)
+			o, err := s.st.GetCached(ctx, store.Namespaces, "", name) // as PodSecurity's namespace lister
 			if err != nil {
 				return nil, err
 			}
@@ -52,7 +52,7 @@ func (s *Server) installPodSecurity() error {
 			return pods, nil
 		},
 		RuntimeClassHandler: func(ctx context.Context, name string) (string, bool) {
-			o, err := s.st.Get(ctx, store.RuntimeClasses, "", name)
+			o, err := s.st.GetCached(ctx, store.RuntimeClasses, "", name)
 			if err != nil {
 				return "", false
 			}

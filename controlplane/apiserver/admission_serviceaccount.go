@@ -195,7 +195,7 @@ func (s *Server) lookupServiceAccount(ctx context.Context, namespace, name strin
 			case <-t.C:
 			}
 		}
-		obj, err := s.st.Get(ctx, core.ServiceAccounts, namespace, name)
+		obj, err := s.st.GetCached(ctx, core.ServiceAccounts, namespace, name) // as the plugin's lister, then a live read
 		if err == nil {
 			return obj.(*corev1.ServiceAccount), nil
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,6 +122,15 @@ func call(c *http.Client, method, url string, body []byte, want int) error {
 	return err
 }
 
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // latencies collects one operation's durations.
 type latencies struct {
 	mu sync.Mutex
@@ -159,14 +169,20 @@ func BenchmarkAPI(b *testing.B) {
 	run := func(name string, f func(i int) error) {
 		b.Run(name, func(b *testing.B) {
 			var l latencies
+			cpu0 := cpuTime()
+			n := 0
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
 				if err := f(i); err != nil {
 					b.Fatal(err)
 				}
 				l.add(time.Since(start))
+				n++
 			}
 			l.report(b, name)
+			// CPU time of the process (server and client) per request:
+			// steadier than latencies on a shared machine.
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(n), "cpu-us/op")
 		})
 	}
 	created := 0

@@ -120,7 +120,7 @@ type watchCache struct {
 	rev      uint64                       // last revision applied
 	minRev   uint64                       // watches resuming from >= minRev can be served
 	events   []event                      // kept history, oldest first
-	bytes    int // encoded size of kept events
+	bytes    int                          // encoded size of kept events
 	watchers map[*watcher]struct{}
 	changed  chan struct{} // closed and replaced whenever rev moves
 }
@@ -915,4 +915,26 @@ func (w *watcher) pump(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// GetCached returns a copy of namespace/name read from r's watch cache
+// (started, and loaded, on first use), as Kubernetes' admission plugins
+// read through an informer's lister; when the cache does not hold it (an
+// object created an instant ago, not seen yet) it is read from NATS as
+// Get. The cache may lag the bucket by the writes it has not applied yet
+// (usually a few milliseconds): use it where such a read is acceptable,
+// as NamespaceLifecycle, PodSecurity and ServiceAccount admission accept
+// it in Kubernetes. Returns NotFound.
+func (s *Store) GetCached(ctx context.Context, r Resource, namespace, name string) (Object, error) {
+	c, err := s.cache(ctx, r, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if o := c.object(s.key(r, namespace, name)); o != nil {
+		return o.DeepCopyObject().(Object), nil
+	}
+	return s.Get(ctx, r, namespace, name)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
@@ -293,5 +294,37 @@ func TestWatchEventsEncodeOncePerRevision(t *testing.T) {
 	}
 	if &listJSON[0] != &evJSON[0] {
 		t.Fatal("a list and a watch of one object revision encoded it twice")
+	}
+}
+
+// GetCached reads from the watch cache, falls back to NATS for what the
+// cache does not hold, answers NotFound for what does not exist, and
+// returns a copy the caller may change.
+func TestGetCached(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, store.Pods, pod("default", "a")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetCached(ctx, store.Pods, "default", "a") // starts the cache
+	if err != nil || got.GetName() != "a" {
+		t.Fatalf("GetCached: %v %v", got, err)
+	}
+	got.SetLabels(map[string]string{"changed": "yes"})
+	again, err := s.GetCached(ctx, store.Pods, "default", "a")
+	if err != nil || again.GetLabels()["changed"] != "" {
+		t.Fatalf("GetCached after changing a returned object: %v %v", again, err)
+	}
+	// Written after the cache loaded: from the cache once applied, from
+	// NATS before; either way the object.
+	b, err := s.Create(ctx, store.Pods, pod("default", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetCached(ctx, store.Pods, "default", "b"); err != nil || got.GetResourceVersion() != b.GetResourceVersion() {
+		t.Fatalf("GetCached of a new object: %v %v", got, err)
+	}
+	if _, err := s.GetCached(ctx, store.Pods, "default", "missing"); !apierrors.IsNotFound(err) {
+		t.Fatalf("GetCached of a missing object: %v; want NotFound", err)
 	}
 }
