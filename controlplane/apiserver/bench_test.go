@@ -28,12 +28,13 @@ import (
 )
 
 // benchPod is a pod of about 1.5 KB encoded, as a Deployment's: labels,
-// requests, an env, a probe, a node and a status with one container.
+// requests, an env, a probe and a node (one of 100, by the name's last two
+// characters).
 func benchPod(ns, name string, labels map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Labels: labels,
 			Annotations: map[string]string{"bench.orca.dev/owner": "load"}},
-		Spec: corev1.PodSpec{NodeName: "bench-node-" + strconv.Itoa(len(name)%10), Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{NodeName: "bench-node-" + name[len(name)-2:], Containers: []corev1.Container{{
 			Name: "app", Image: "registry.local/app:v1.2.3", Args: []string{"--port=8080", "--verbose"},
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 			Env:   []corev1.EnvVar{{Name: "MODE", Value: "bench"}, {Name: "LEVEL", Value: "info"}},
