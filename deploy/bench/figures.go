@@ -449,6 +449,7 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 	}
 	out.latency(id+".watch", rec.samples("watch"))
 	out.values[id+".fill"] = fillRate
+	out.values[id+".answered"] = float64(total) / loadTime.Seconds()
 	out.notes[id+".create.p50"] = fmt.Sprintf("%d pods stored first (never scheduled), then %.0f req/s open-loop for %s from 8 users "+
 		"(per second: 150 create, 175 get, 150 update, 24 list with a selector matching 100 pods, 1 list of all pods); "+
 		"latency from the due time to the last byte; %.0f answered/s, %d dropped%s",

@@ -68,8 +68,15 @@ func (e *env) done(s *server) (time.Duration, bool) {
 // writes.
 func (e *env) nodes(ctx context.Context, s *server, n int) error {
 	start := time.Now()
-	timeout := 2 * time.Minute
-	if d := time.Duration(n) * 60 * time.Millisecond; d > timeout {
+	// Joins through one bootstrap token meet its user's in-flight bound
+	// (429, retried by each node) on a loaded machine: hollow nodes get
+	// 300 ms a node, stand-ins 60 ms, at least 3 minutes.
+	per := 60 * time.Millisecond
+	if e.hollow {
+		per = 300 * time.Millisecond
+	}
+	timeout := 3 * time.Minute
+	if d := time.Duration(n) * per; d > timeout {
 		timeout = d
 	}
 	if e.hollow {

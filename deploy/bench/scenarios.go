@@ -75,6 +75,7 @@ func scenarios(e *env) []scenario {
 			cf = append(cf, f)
 		}
 	}
+	cf = append(cf, Figure{ID: "c.answered", Name: "(c) requests answered per second of the 500 offered", Unit: "req/s"})
 	cf = append(cf, Figure{ID: "c.fill", Name: fmt.Sprintf("(c) create rate filling the %s pods (64 concurrent)", count(apiPods)), Unit: "pods/s"})
 	out = append(out, scenario{id: "c", runs: runs, figures: cf,
 		run: func(ctx context.Context, e *env) (*sample, error) { return runAPILatency(ctx, e, "c", apiPods, apiDur) },
