@@ -508,42 +508,6 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 	out.notes[id+".agent.idle"] = "orca-agent joined with a bootstrap token, --containerd=false --proxy=false (the proxy's ClusterIP listeners would collide with other clusters on this host), no pods, after " + e.settle.String()
 	out.notes[id+".server.idle"] = "VmRSS of orca-server (embedded NATS) " + e.settle.String() + " after /readyz, empty cluster"
 
-	const ns = "bench-footprint"
-	if err := ensureNamespace(ctx, s.client, ns); err != nil {
-		return nil, err
-	}
-	if err := e.nodes(ctx, s, nodes); err != nil {
-		return nil, err
-	}
-	clients, err := s.loadClients(4)
-	if err != nil {
-		return nil, err
-	}
-	stopProfile := e.profileDuring(ctx, s, id)
-	if _, err := createPods(ctx, clients, pods, 64, func(i int) *corev1.Pod {
-		p := benchPod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"app": "footprint"})
-		p.Spec.NodeName = e.nodeName(i % nodes)
-		return p
-	}); err != nil {
-		return nil, err
-	}
-	settle()
-	stopProfile()
-	if out.values[id+".server.loaded"], err = rssMiB(s.pid()); err != nil {
-		return nil, err
-	}
-	kb, err := procStatusKB(s.pid(), "VmHWM")
-	if err != nil {
-		return nil, err
-	}
-	out.values[id+".server.peak"] = float64(kb) / 1024
-	if e.hollow && len(s.agents) > 0 {
-		if out.values[id+".hollow"], err = rssMiB(s.agents[0].cmd.Process.Pid); err != nil {
-			return nil, err
-		}
-		out.notes[id+".hollow"] = fmt.Sprintf("VmRSS of the orca-agent --hollow %d process running those pods", nodes)
-	}
-	out.notes[id+".server.loaded"] = fmt.Sprintf("%d pods created bound to %d nodes (spec.nodeName set round-robin); VmRSS %s after the last create", pods, nodes, e.settle) + e.nodeNote()
 	for _, b := range []string{"orca-server", "orca-agent"} {
 		st, err := os.Stat(filepath.Join(e.root, "bin", b))
 		if err != nil {
@@ -552,5 +516,42 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 		out.values[id+".size."+b] = float64(st.Size()) / 1e6
 	}
 	out.notes[id+".size.orca-server"] = "go build as `make build` (not stripped), MB = 10^6 bytes"
+	// From here on a failure keeps the idle figures (a partial sample).
+	const ns = "bench-footprint"
+	if err := ensureNamespace(ctx, s.client, ns); err != nil {
+		return out, err
+	}
+	if err := e.nodes(ctx, s, nodes); err != nil {
+		return out, fmt.Errorf("(e) loaded: %w", err)
+	}
+	clients, err := s.loadClients(4)
+	if err != nil {
+		return out, err
+	}
+	stopProfile := e.profileDuring(ctx, s, id)
+	if _, err := createPods(ctx, clients, pods, 64, func(i int) *corev1.Pod {
+		p := benchPod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"app": "footprint"})
+		p.Spec.NodeName = e.nodeName(i % nodes)
+		return p
+	}); err != nil {
+		return out, err
+	}
+	settle()
+	stopProfile()
+	if out.values[id+".server.loaded"], err = rssMiB(s.pid()); err != nil {
+		return out, err
+	}
+	kb, err := procStatusKB(s.pid(), "VmHWM")
+	if err != nil {
+		return out, err
+	}
+	out.values[id+".server.peak"] = float64(kb) / 1024
+	if e.hollow && len(s.agents) > 0 {
+		if out.values[id+".hollow"], err = rssMiB(s.agents[0].cmd.Process.Pid); err != nil {
+			return out, err
+		}
+		out.notes[id+".hollow"] = fmt.Sprintf("VmRSS of the orca-agent --hollow %d process running those pods", nodes)
+	}
+	out.notes[id+".server.loaded"] = fmt.Sprintf("%d pods created bound to %d nodes (spec.nodeName set round-robin); VmRSS %s after the last create", pods, nodes, e.settle) + e.nodeNote()
 	return out, nil
 }

@@ -269,16 +269,24 @@ func main() {
 		start := time.Now()
 		samples := map[string][]float64{}
 		notes := map[string]string{}
+		failed := map[string][]string{}
 		for r := range n {
 			e.run = r
 			e.logf("%s: run %d of %d", sc.id, r+1, n)
 			s, err := sc.run(ctx, e)
 			if err != nil {
 				e.logf("%s: run %d: %v", sc.id, r+1, err)
+				msg, _, _ := strings.Cut(err.Error(), "\n")
+				if len(msg) > 300 {
+					msg = msg[:300] + "..."
+				}
+				failed[sc.figures[0].ID] = append(failed[sc.figures[0].ID], fmt.Sprintf("run %d failed: %s", r+1, msg))
 				if ctx.Err() != nil {
 					break
 				}
-				continue
+				if s == nil {
+					continue
+				}
 			}
 			for k, v := range s.values {
 				if math.IsNaN(v) {
@@ -300,6 +308,9 @@ func main() {
 			}
 			if note, ok := notes[f.ID]; ok {
 				f.Note = note
+			}
+			if fs := failed[f.ID]; len(fs) > 0 {
+				f.Note = strings.TrimPrefix(f.Note+"; "+strings.Join(fs, "; "), "; ")
 			}
 			f.Summarize()
 			rep.Figures = append(rep.Figures, f)
