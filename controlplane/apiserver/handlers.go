@@ -91,12 +91,21 @@ func (s *Server) list(c echo.Context, ri reqInfo, opts metainternalversion.ListO
 	}
 	// A first page is served at the latest revision; one from a
 	// resourceVersion the store has not reached waits for it (then 504
-	// "Too large resource version").
+	// "Too large resource version"). resourceVersionMatch=Exact serves the
+	// state at exactly that resourceVersion (listOptions refused it with
+	// resourceVersion 0 or none), 410 Expired when the store no longer
+	// keeps the history back to it, as kube-apiserver's watch cache.
 	minRV, _ := store.ParseResourceVersion(opts.ResourceVersion) // checked by listOptions
 	if err := s.st.WaitRevision(ctx, ri.res, minRV); err != nil {
 		return err
 	}
+	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+		page.Revision = minRV
+	}
 	p, err := s.st.ListPage(ctx, ri.res, ri.namespace, page)
+	if apierrors.IsResourceExpired(err) && page.Revision != 0 && page.Start == "" {
+		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", minRV))
+	}
 	if err != nil {
 		return err
 	}

@@ -184,6 +184,15 @@ func (s *Server) watch(c echo.Context, ri reqInfo, opts metainternalversion.List
 			key := store.KeyOf(obj)
 			m := sel.matches(obj)
 			prev, known := matched[key]
+			if !known {
+				// Not sent by this watch yet (a resumed watch): judge
+				// by the object's state before the change, so one that
+				// stops matching still gets its DELETED (and one that
+				// starts, its ADDED), as Kubernetes' cacher does.
+				if p := ev.Prev(); p != nil {
+					prev, known = sel.matches(p), true
+				}
+			}
 			matched[key] = m
 			switch t {
 			case watch.Added:

@@ -716,7 +716,21 @@ func errorEvent(err *apierrors.StatusError) watch.Event {
 // of the store that sends the same revision of the object.
 type Event struct {
 	watch.Event
-	e *entry // nil for ERROR and BOOKMARK events
+	e    *entry // nil for ERROR and BOOKMARK events
+	prev *entry // the key's entry before the change, when the history has it
+}
+
+// Prev returns the object as it was before the change, as the watch
+// cache's history keeps it: set for MODIFIED and DELETED events replayed
+// or delivered from the history; nil for a new key's ADDED event, the
+// initial ADDED events of a watch from 0, bookmarks and errors. A
+// selector-filtered watch uses it to tell that an object stopped (or
+// started) matching although this watch never sent it. Do not modify it.
+func (ev Event) Prev() Object {
+	if ev.prev == nil {
+		return nil
+	}
+	return ev.prev.obj
 }
 
 // JSON returns ev.Object as encoding/json's Marshal encodes it (with its
@@ -853,7 +867,7 @@ func (w *watcher) bookmark(rev uint64, progress bool) Object {
 
 // deliver hands ev to the consumer; false when the watch ended first.
 func (w *watcher) deliver(ctx context.Context, ev event) bool {
-	out := Event{Event: watch.Event{Type: ev.Type}, e: ev.e}
+	out := Event{Event: watch.Event{Type: ev.Type}, e: ev.e, prev: ev.prev}
 	if ev.Type == watch.Bookmark {
 		out.Object = w.bookmark(ev.Revision, ev.progress)
 	} else {

@@ -50,7 +50,7 @@ func (p profilingOptions) start(ctx context.Context) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--profiling-bind-address: %w", err)
 	}
-	srv := &http.Server{Handler: profilingMux(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: loopbackHostOnly(profilingMux()), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("profiling server stopped", "err", err)
@@ -62,6 +62,25 @@ func (p profilingOptions) start(ctx context.Context) (net.Addr, error) {
 	}()
 	slog.Info("profiling served", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return ln.Addr(), nil
+}
+
+// loopbackHostOnly answers 403 to a request whose Host header is not a
+// loopback address or "localhost" (with or without a port): a web page the
+// agent's user opens could otherwise reach the listener through DNS
+// rebinding (a name of the page's own resolving to 127.0.0.1) and read
+// the profiles, /debug/pprof/cmdline with the agent's flags included.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "profiles are served only to requests for a loopback host", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // profilingMux serves net/http/pprof's handlers under /debug/pprof/, as

@@ -31,6 +31,18 @@ func TestProfiling(t *testing.T) {
 		}
 	}
 
+	// DNS rebinding: a request for another host name is refused.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr.String()+"/debug/pprof/cmdline", nil)
+	req.Host = "attacker.example:6060"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /debug/pprof/cmdline with Host attacker.example: %d, want 403", resp.StatusCode)
+	}
+
 	// Off: no listener. Not loopback: refused, as nothing authenticates.
 	if addr, err := (profilingOptions{addr: "127.0.0.1:0"}).start(ctx); addr != nil || err != nil {
 		t.Errorf("profiling off: %v %v", addr, err)
