@@ -244,8 +244,34 @@ func (s *server) stop() (time.Duration, bool) {
 	}
 }
 
-// remove deletes the server's directory (after stop).
-func (s *server) remove() { _ = os.RemoveAll(s.dir) }
+// remove deletes the server's directory (after stop), unmounting first
+// what the agents left mounted under it (the volumes of their pods).
+func (s *server) remove() {
+	unmountUnder(s.dir)
+	_ = os.RemoveAll(s.dir)
+}
+
+// unmountUnder detaches every mount below dir (deepest first), as read
+// from /proc/self/mounts.
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], abs+"/") {
+			mounts = append(mounts, f[1])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+}
 
 // ensureNamespace creates namespace name unless it exists.
 func ensureNamespace(ctx context.Context, c kubernetes.Interface, name string) error {
