@@ -233,9 +233,9 @@ func requestNodeCert(ctx context.Context, o joinOptions, pool *x509.CertPool, no
 	defer tick.Stop()
 	for {
 		var got certificatesv1.CertificateSigningRequest
-		if err := apiCall(ctx, hc, http.MethodGet, o.server+path+"/"+csr.Name, nil, &got, bearer); err != nil {
+		if err := apiCall(ctx, hc, http.MethodGet, o.server+path+"/"+csr.Name, nil, &got, bearer); err != nil && (!transient(err) || ctx.Err() != nil) {
 			return tls.Certificate{}, fmt.Errorf("join: read CertificateSigningRequest %s: %w", csr.Name, err)
-		}
+		} // a 429 or 5xx of a loaded server: read again at the next tick
 		for _, c := range got.Status.Conditions {
 			if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
 				return tls.Certificate{}, fmt.Errorf("join: CertificateSigningRequest %s %s: %s %s", csr.Name, c.Type, c.Reason, c.Message)
@@ -338,14 +338,29 @@ func apiCall(ctx context.Context, hc *http.Client, method, url string, in, out a
 	if resp.StatusCode/100 != 2 {
 		var st metav1.Status
 		if json.Unmarshal(data, &st) == nil && st.Message != "" {
-			return fmt.Errorf("%s (%d)", st.Message, resp.StatusCode)
+			return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s (%d)", st.Message, resp.StatusCode)}
 		}
-		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(data))
+		return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))}
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// statusError is an apiserver's answer other than 2xx.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// transient reports whether err is an answer worth asking again: 429
+// (the apiserver's in-flight limits) or a 5xx.
+func transient(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && (se.code == http.StatusTooManyRequests || se.code >= 500)
 }
 
 // writeFile writes data to path with mode 0600, atomically.
