@@ -326,7 +326,10 @@ func grow[T any](b []T, n int) []T {
 // there, and binds it in a goroutine of its own (kube-scheduler's binding
 // cycle): scheduling goes on meanwhile.
 func (s *Scheduler) assume(ctx context.Context, pod *corev1.Pod, node string) error {
-	assumed := pod.DeepCopy()
+	// A shallow copy: the informer's objects are read only, and the cache
+	// only reads the assumed pod (its requests, ports and key).
+	cp := *pod
+	assumed := &cp
 	assumed.Spec.NodeName = node
 	if err := s.cache.AssumePod(assumed); err != nil {
 		return errorf(pod, "%w", err)

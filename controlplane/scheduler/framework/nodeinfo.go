@@ -1,7 +1,11 @@
 package framework
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/orca-edge/orca/controlplane/nodeapi"
 )
 
 // DefaultBindAllIP is the host IP of a hostPort that names none.
@@ -84,6 +88,125 @@ type NodeInfo struct {
 	// updated (kube-scheduler's NodeInfo.Generation). NewNodeInfo and the
 	// methods below leave it alone.
 	Generation int64
+
+	// facts is what SetNode derives from Node once, so that filters and
+	// scores read fields instead of maps, labels and condition lists on
+	// every node of every cycle.
+	facts nodeFacts
+}
+
+// nodeFacts is the data SetNode derives from the node object.
+type nodeFacts struct {
+	// node is the object the facts were derived from; a NodeInfo whose Node
+	// is another (built as a literal, or Node replaced by hand) derives
+	// nothing and its accessors read Node itself.
+	node          *corev1.Node
+	ready         bool
+	unschedulable bool
+	// runtimeLabels are the node's label keys with prefix
+	// nodeapi.RuntimeLabelPrefix whose value is "true".
+	runtimeLabels []string
+	// hardTaints are the NoSchedule and NoExecute taints, preferTaints the
+	// PreferNoSchedule ones, each in the node's order.
+	hardTaints, preferTaints []corev1.Taint
+}
+
+// derive computes the facts of node.
+func derive(node *corev1.Node) nodeFacts {
+	f := nodeFacts{node: node, unschedulable: node.Spec.Unschedulable, ready: isReady(node)}
+	for k, v := range node.Labels {
+		if v == "true" && strings.HasPrefix(k, nodeapi.RuntimeLabelPrefix) {
+			f.runtimeLabels = append(f.runtimeLabels, k)
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute:
+			f.hardTaints = append(f.hardTaints, t)
+		case corev1.TaintEffectPreferNoSchedule:
+			f.preferTaints = append(f.preferTaints, t)
+		}
+	}
+	return f
+}
+
+// isReady reports whether node has condition Ready=True (the first Ready
+// condition counts).
+func isReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// DeriveFacts computes, once, what the filters and scores would otherwise
+// read from the node object on every cycle: its Ready condition,
+// spec.unschedulable, its runtime labels and its taints split by effect
+// (the accessors Ready, Unschedulable, HasLabelTrue, HardTaints,
+// PreferNoScheduleTaints). Call it only when the node object will not be
+// modified any more, as the scheduler's cache does for the informer's
+// objects (an update brings a new object: SetNode then DeriveFacts
+// again); without it the accessors read the node object each time.
+func (ni *NodeInfo) DeriveFacts() {
+	if ni.Node == nil {
+		ni.facts = nodeFacts{}
+		return
+	}
+	ni.facts = derive(ni.Node)
+}
+
+// derived reports whether ni's facts belong to its current Node.
+func (ni *NodeInfo) derived() bool { return ni.facts.node != nil && ni.facts.node == ni.Node }
+
+// Ready reports whether the node has condition Ready=True.
+func (ni *NodeInfo) Ready() bool {
+	if ni.derived() {
+		return ni.facts.ready
+	}
+	return isReady(ni.Node)
+}
+
+// Unschedulable reports the node's spec.unschedulable.
+func (ni *NodeInfo) Unschedulable() bool {
+	if ni.derived() {
+		return ni.facts.unschedulable
+	}
+	return ni.Node.Spec.Unschedulable
+}
+
+// HasLabelTrue reports whether the node's label key has the value "true"
+// (for runtime labels, nodeapi.RuntimeLabel(handler), a scan of the few
+// the node has instead of a map lookup).
+func (ni *NodeInfo) HasLabelTrue(key string) bool {
+	if ni.derived() && strings.HasPrefix(key, nodeapi.RuntimeLabelPrefix) {
+		for _, k := range ni.facts.runtimeLabels {
+			if k == key {
+				return true
+			}
+		}
+		return false
+	}
+	return ni.Node.Labels[key] == "true"
+}
+
+// HardTaints returns the node's NoSchedule and NoExecute taints, in the
+// node's order (read only).
+func (ni *NodeInfo) HardTaints() []corev1.Taint {
+	if ni.derived() {
+		return ni.facts.hardTaints
+	}
+	return derive(ni.Node).hardTaints
+}
+
+// PreferNoScheduleTaints returns the node's PreferNoSchedule taints, in
+// the node's order (read only).
+func (ni *NodeInfo) PreferNoScheduleTaints() []corev1.Taint {
+	if ni.derived() {
+		return ni.facts.preferTaints
+	}
+	return derive(ni.Node).preferTaints
 }
 
 // NewNodeInfo returns the NodeInfo of node with the given pods.
@@ -97,10 +220,11 @@ func NewNodeInfo(node *corev1.Node, pods ...*corev1.Pod) *NodeInfo {
 }
 
 // SetNode sets the node object (nil: the node is gone) and its allocatable
-// resources; the pods stay.
+// resources; the pods stay. The facts of DeriveFacts are dropped.
 func (ni *NodeInfo) SetNode(node *corev1.Node) {
 	ni.Node = node
 	ni.Allocatable = Resource{}
+	ni.facts = nodeFacts{}
 	if node == nil {
 		return
 	}

@@ -58,7 +58,7 @@ func Fits(pod *corev1.Pod, node *corev1.Node) bool {
 
 // Filter rejects a node that is not ready.
 func (*NodeReady) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	if Fits(pod, node.Node) {
+	if node.Ready() || Fits(pod, node.Node) {
 		return nil
 	}
 	return framework.NewStatus(framework.Unschedulable, ErrReason)

@@ -42,7 +42,7 @@ func Fits(pod *corev1.Pod, node *corev1.Node) bool {
 
 // Filter rejects a cordoned node the pod does not tolerate.
 func (*NodeUnschedulable) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	if Fits(pod, node.Node) {
+	if !node.Unschedulable() || Fits(pod, node.Node) {
 		return nil
 	}
 	return framework.NewStatus(framework.Unschedulable, ErrReason)

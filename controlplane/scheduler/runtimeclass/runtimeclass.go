@@ -131,11 +131,17 @@ func fits(rc *nodev1.RuntimeClass, handler, label string, node *corev1.Node) (bo
 	if node.Labels[label] != "true" {
 		return false, HandlerReason(handler)
 	}
-	if rc != nil && rc.Scheduling != nil && len(rc.Scheduling.NodeSelector) > 0 &&
-		!labels.SelectorFromSet(rc.Scheduling.NodeSelector).Matches(labels.Set(node.Labels)) {
+	if !matchesClassSelector(rc, node) {
 		return false, ErrReasonNodeSelector
 	}
 	return true, ""
+}
+
+// matchesClassSelector reports whether node matches rc's
+// scheduling.nodeSelector (true when rc is nil or has none).
+func matchesClassSelector(rc *nodev1.RuntimeClass, node *corev1.Node) bool {
+	return rc == nil || rc.Scheduling == nil || len(rc.Scheduling.NodeSelector) == 0 ||
+		labels.SelectorFromSet(rc.Scheduling.NodeSelector).Matches(labels.Set(node.Labels))
 }
 
 // PreFilter rejects a pod whose RuntimeClass does not exist (reason
@@ -167,8 +173,11 @@ func (p *RuntimeClass) Filter(ctx context.Context, pod *corev1.Pod, node *framew
 	if !r.status.IsSuccess() {
 		return r.status
 	}
-	if ok, reason := fits(r.rc, r.handler, r.label, node.Node); !ok {
-		return framework.NewStatus(framework.Unschedulable, reason)
+	if !node.HasLabelTrue(r.label) {
+		return framework.NewStatus(framework.Unschedulable, HandlerReason(r.handler))
+	}
+	if !matchesClassSelector(r.rc, node.Node) {
+		return framework.NewStatus(framework.Unschedulable, ErrReasonNodeSelector)
 	}
 	return nil
 }

@@ -46,7 +46,11 @@ func UntoleratedTaint(pod *corev1.Pod, node *corev1.Node) (corev1.Taint, bool) {
 // not tolerate; the reason names the taint, as kube-scheduler's does:
 // "node(s) had untolerated taint {key: value}".
 func (*TaintToleration) Filter(_ context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
-	taint, found := UntoleratedTaint(pod, node.Node)
+	taints := node.HardTaints()
+	if len(taints) == 0 {
+		return nil
+	}
+	taint, found := framework.FindUntoleratedTaint(taints, pod.Spec.Tolerations)
 	if !found {
 		return nil
 	}
@@ -74,9 +78,15 @@ func preferTolerations(pod *corev1.Pod) []corev1.Toleration {
 }
 
 func countIntolerable(tols []corev1.Toleration, node *corev1.Node) int64 {
+	return countIntolerableTaints(tols, node.Spec.Taints)
+}
+
+// countIntolerableTaints counts the PreferNoSchedule taints among taints
+// that tols do not tolerate.
+func countIntolerableTaints(tols []corev1.Toleration, taints []corev1.Taint) int64 {
 	var n int64
-	for i := range node.Spec.Taints {
-		t := &node.Spec.Taints[i]
+	for i := range taints {
+		t := &taints[i]
 		if t.Effect == corev1.TaintEffectPreferNoSchedule && !framework.TolerationsTolerateTaint(tols, t) {
 			n++
 		}
@@ -99,9 +109,9 @@ func (*TaintToleration) PreScore(ctx context.Context, pod *corev1.Pod, _ []*fram
 func (p *TaintToleration) Score(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo, all []*framework.NodeInfo) (int64, *framework.Status) {
 	tols := framework.ReadState(ctx, preScoreKey, pod, func() []corev1.Toleration { return preferTolerations(pod) })
 	if all != nil {
-		return framework.NormalizedScore(ctx, pod, node, all, func(n *framework.NodeInfo) int64 { return countIntolerable(tols, n.Node) }, p.NormalizeScore)
+		return framework.NormalizedScore(ctx, pod, node, all, func(n *framework.NodeInfo) int64 { return countIntolerableTaints(tols, n.PreferNoScheduleTaints()) }, p.NormalizeScore)
 	}
-	return countIntolerable(tols, node.Node), nil
+	return countIntolerableTaints(tols, node.PreferNoScheduleTaints()), nil
 }
 
 // NormalizeScore turns the counts into scores: fewest untolerated taints

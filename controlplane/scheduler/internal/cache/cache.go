@@ -247,6 +247,7 @@ func (c *Cache) AddNode(node *corev1.Node) {
 		c.nodeSetGeneration++
 	}
 	item.info.SetNode(node)
+	item.info.DeriveFacts() // informer objects are never modified
 	c.touchLocked(item)
 }
 
