@@ -42,11 +42,14 @@ type options struct {
 	serviceCIDR string
 	apiserver   bool
 	scheduler   bool
-	controllers bool
-	nodeGrace   time.Duration
-	eventTTL    time.Duration
-	replicas    int
-	logLevel    string
+	// disableScheduler is k3s's --disable-scheduler: the server runs
+	// without its scheduler (pods stay Pending), whatever --scheduler says.
+	disableScheduler bool
+	controllers      bool
+	nodeGrace        time.Duration
+	eventTTL         time.Duration
+	replicas         int
+	logLevel         string
 
 	maxInflight         int
 	maxMutatingInflight int
@@ -103,6 +106,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.StringVar(&o.serviceCIDR, "service-cidr", "127.96.0.0/16", "range Service ClusterIPs are allocated from (loopback, so every node reaches them)")
 	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
 	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
+	f.BoolVar(&o.disableScheduler, "disable-scheduler", false, "do not run the scheduler: pods stay Pending until a scheduler runs (k3s's flag; the same as --scheduler=false)")
 	f.BoolVar(&o.controllers, "controllers", true, "run the controllers")
 	f.DurationVar(&o.nodeGrace, "node-monitor-grace-period", 40*time.Second, "a node is Ready=Unknown when its Lease was not renewed for this long")
 	f.DurationVar(&o.eventTTL, "event-ttl", time.Hour, "how long Events are kept after they were last seen")
@@ -271,7 +275,7 @@ func run(ctx context.Context, o options) error {
 		}
 		g.Go(func() error { return api.Run(ctx) })
 	}
-	if o.scheduler {
+	if o.scheduler && !o.disableScheduler {
 		sched, err := scheduler.New(scheduler.Config{Store: st,
 			Pods: informers.For(store.Pods), Nodes: informers.For(store.Nodes), RuntimeClasses: informers.For(store.RuntimeClasses)})
 		if err != nil {
