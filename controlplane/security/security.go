@@ -37,6 +37,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/orca-edge/orca/controlplane/auth/authz"
+	"github.com/orca-edge/orca/controlplane/auth/clientcert"
 	"github.com/orca-edge/orca/controlplane/auth/node"
 	"github.com/orca-edge/orca/controlplane/auth/rbac"
 	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
@@ -164,7 +165,8 @@ func Load(o Options) (*Material, error) {
 	}
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = m.ClientCAs
-	m.Authenticators = append(m.Authenticators, x509request.New(opts, x509request.CommonNameUserConversion))
+	// Each chain verified once, not on every request of a connection.
+	m.Authenticators = append(m.Authenticators, clientcert.New(opts, x509request.CommonNameUserConversion, 0))
 	if o.TokenAuthFile != "" {
 		tokens, err := tokenfile.NewCSV(o.TokenAuthFile)
 		if err != nil {
