@@ -104,11 +104,8 @@ func (s *Server) limitPerUser(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		release, ok := lim.Acquire(name)
 		if !ok {
-			h := c.Response().Header()
-			h.Set("Retry-After", "1")
-			if hasBody(req) {
-				h.Set("Connection", "close") // the body stays unread
-			}
+			c.Response().Header().Set("Retry-After", "1")
+			closeUnreadBody(c)
 			k8saudit.AddAuditAnnotation(req.Context(), "apiserver.orca.dev/per-user-limit", "refused")
 			return tooManyRequests()
 		}

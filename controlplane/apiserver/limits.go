@@ -22,9 +22,9 @@ const moduleRequestTimeout = 10 * time.Minute
 //
 //   - at most Config.MaxRequestsInFlight read-only and
 //     Config.MaxMutatingRequestsInFlight mutating requests run at once;
-//     one more gets 429 TooManyRequests with "Retry-After: 1" (and
-//     "Connection: close" when its body was not read), so a flood is
-//     refused instead of queued in memory;
+//     one more gets 429 TooManyRequests with "Retry-After: 1" (and, over
+//     HTTP/1, "Connection: close" when its body was not read:
+//     closeUnreadBody), so a flood is refused instead of queued in memory;
 //   - a request that is not long-running must finish within
 //     Config.RequestTimeout (its context ends, and a store call waiting on
 //     NATS returns 504 Timeout), and its body must arrive within that time
@@ -48,11 +48,8 @@ func (s *Server) limitRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		case sem <- struct{}{}:
 			defer func() { <-sem }()
 		default:
-			h := c.Response().Header()
-			h.Set("Retry-After", "1")
-			if hasBody(req) {
-				h.Set("Connection", "close") // the body stays unread
-			}
+			c.Response().Header().Set("Retry-After", "1")
+			closeUnreadBody(c)
 			return tooManyRequests()
 		}
 		timeout := s.cfg.RequestTimeout
@@ -79,6 +76,20 @@ func tooManyRequests() error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests, Message: "Too many requests, please try again later.",
 		Details: &metav1.StatusDetails{RetryAfterSeconds: 1}}}
+}
+
+// closeUnreadBody marks the answer of a refused request whose body stays
+// unread "Connection: close" when it came over HTTP/1 (its connection
+// cannot carry the next request before the body). Over HTTP/2 nothing is
+// needed (the stream ends and the rest of its body is discarded) and the
+// header would make net/http send GOAWAY: under overload every refused
+// request would cost its client a new connection (a TLS handshake) and the
+// requests it had sent after it on that connection, which feeds the
+// overload (kube-apiserver sends no such header either).
+func closeUnreadBody(c echo.Context) {
+	if req := c.Request(); req.ProtoMajor == 1 && hasBody(req) {
+		c.Response().Header().Set("Connection", "close")
+	}
 }
 
 func hasBody(req *http.Request) bool {
