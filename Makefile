@@ -15,8 +15,13 @@ build: $(BIN)/orca-server $(BIN)/orca-agent $(BIN)/orca $(BIN)/hello.wasm $(BIN)
 
 $(BIN)/orca-server: FORCE
 	$(GO) build -o $@ ./controlplane/cmd/orca-server
+# orca-agent is built without cgo: a static binary, and no Go plugin
+# support. With cgo, the containerd client's plugin loader links Go's
+# plugin package, and then the linker keeps every exported symbol (62 MB
+# instead of 48 MB, 13 MiB more RSS at idle). A cgo build should add
+# -tags no_dynamic_plugins (containerd's own tag).
 $(BIN)/orca-agent: FORCE
-	$(GO) build -o $@ ./nodeagent/cmd/orca-agent
+	CGO_ENABLED=0 $(GO) build -o $@ ./nodeagent/cmd/orca-agent
 $(BIN)/orca: FORCE
 	$(GO) build -o $@ ./controlplane/cmd/orca
 $(BIN)/hello.wasm: FORCE

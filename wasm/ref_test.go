@@ -3,9 +3,42 @@ package wasm
 import (
 	"encoding/binary"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
+
+// TestRefFormsMatchTheirRegexps checks the byte-class matchers of names,
+// tags and digests against the regexps the reference forms are
+// documented as, on every byte at every position class and on the
+// length bounds.
+func TestRefFormsMatchTheirRegexps(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		got  interface{ MatchString(string) bool }
+		want *regexp.Regexp
+		max  int
+	}{
+		{"name", nameRE, regexp.MustCompile(`^[a-z0-9._/-]{1,255}$`), 255},
+		{"tag", tagRE, regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`), 128},
+		{"digest", digestRE, regexp.MustCompile(`^sha256:[a-f0-9]{64}$`), 71},
+	} {
+		ins := []string{"", "sha256:", "sha256:" + strings.Repeat("a", 63), "sha256:" + strings.Repeat("f0", 32), "sha256:" + strings.Repeat("0", 65),
+			"sha257:" + strings.Repeat("a", 64), strings.Repeat("a", m.max), strings.Repeat("a", m.max+1), strings.Repeat("Z", m.max)}
+		for c := 0; c < 256; c++ {
+			b := string(rune(c))
+			if c >= 0x80 {
+				b = string([]byte{byte(c)})
+			}
+			ins = append(ins, b, "a"+b, b+"a", "sha256:"+strings.Repeat("a", 63)+b, "sha256:"+b+strings.Repeat("a", 63))
+		}
+		for _, in := range ins {
+			if got, want := m.got.MatchString(in), m.want.MatchString(in); got != want {
+				t.Errorf("%s matches %q = %v, the regexp %v", m.name, in, got, want)
+			}
+		}
+	}
+}
 
 func TestParseRef(t *testing.T) {
 	d := "sha256:" + strings.Repeat("ab", 32)

@@ -33,6 +33,12 @@ var binaries = map[string]string{
 	"orca":        "./controlplane/cmd/orca",
 }
 
+// buildEnv is the environment a binary is built with, as the Makefile
+// builds it: orca-agent without cgo (see the Makefile's comment).
+var buildEnv = map[string][]string{
+	"orca-agent": {"CGO_ENABLED=0"},
+}
+
 // commitFile records, in bin/, the commit the binaries were built from
 // (a -no-build run reports it).
 const commitFile = ".bench-commit"
@@ -52,6 +58,7 @@ func build(ctx context.Context, root string) error {
 	for name, pkg := range binaries {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin", name), pkg)
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), buildEnv[name]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
@@ -372,6 +379,18 @@ func procStatusKB(pid int, field string) (int64, error) {
 func rssMiB(pid int) (float64, error) {
 	kb, err := procStatusKB(pid, "VmRSS")
 	return float64(kb) / 1024, err
+}
+
+// rssSplit is ", last run: RssAnon X + RssFile Y MiB" of pid (the
+// process's own memory and the pages of its binary and libraries it has
+// mapped), or "" when /proc does not say.
+func rssSplit(pid int) string {
+	anon, err1 := procStatusKB(pid, "RssAnon")
+	file, err2 := procStatusKB(pid, "RssFile")
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return fmt.Sprintf("; last run: RssAnon %.1f + RssFile %.1f MiB", float64(anon)/1024, float64(file)/1024)
 }
 
 // profile fetches /debug/pprof/<what> from orca-server (as the admin) into

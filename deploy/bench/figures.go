@@ -501,11 +501,12 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 	}
 	settle()
 	out.values[id+".agent.idle"], err = rssMiB(a.cmd.Process.Pid)
+	split := rssSplit(a.cmd.Process.Pid)
 	a.stop()
 	if err != nil {
 		return nil, err
 	}
-	out.notes[id+".agent.idle"] = "orca-agent joined with a bootstrap token, --containerd=false --proxy=false (the proxy's ClusterIP listeners would collide with other clusters on this host), no pods, after " + e.settle.String()
+	out.notes[id+".agent.idle"] = "orca-agent joined with a bootstrap token, --containerd=false --proxy=false (the proxy's ClusterIP listeners would collide with other clusters on this host), no pods, after " + e.settle.String() + split
 	out.notes[id+".server.idle"] = "VmRSS of orca-server (embedded NATS) " + e.settle.String() + " after /readyz, empty cluster"
 
 	for _, b := range []string{"orca-server", "orca-agent"} {
