@@ -71,6 +71,7 @@ func build(ctx context.Context, root string) error {
 // shipped (TLS, audit log, SyncAlways, RBAC, limits).
 type server struct {
 	root, dir  string
+	args       []string // the command line without the extra flags of a start
 	cmd        *exec.Cmd
 	done       chan struct{}
 	natsURL    string
@@ -116,37 +117,56 @@ func startServer(ctx context.Context, root, work, name string, profiling bool, e
 	if err != nil {
 		return nil, err
 	}
-	s := &server{root: root, dir: dir, done: make(chan struct{}),
+	s := &server{root: root, dir: dir,
 		natsURL:    fmt.Sprintf("nats://127.0.0.1:%d", np),
 		apiURL:     fmt.Sprintf("https://127.0.0.1:%d", ap),
 		kubeconfig: filepath.Join(dir, "admin.kubeconfig")}
 	bin := filepath.Join(root, "bin", "orca-server")
-	args := []string{"--data-dir", filepath.Join(dir, "data"),
+	s.args = []string{"--data-dir", filepath.Join(dir, "data"),
 		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np),
 		"--apiserver-addr", fmt.Sprintf("127.0.0.1:%d", ap),
 		"--write-kubeconfig", s.kubeconfig, "--log-level", "warn"}
 	if profiling && supportsFlag(bin, "profiling") {
-		args = append(args, "--profiling")
+		s.args = append(s.args, "--profiling")
 		s.profiling = true
 	}
-	args = append(args, extra...)
-	log, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
+	if err := s.launch(ctx, extra...); err != nil {
 		return nil, err
 	}
-	s.cmd = exec.Command(bin, args...)
+	return s, nil
+}
+
+// launch starts bin/orca-server with s.args and extra (its output
+// appended to <dir>/server.log) and waits until it is ready.
+func (s *server) launch(ctx context.Context, extra ...string) error {
+	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.done = make(chan struct{})
+	s.cmd = exec.Command(filepath.Join(s.root, "bin", "orca-server"), append(append([]string(nil), s.args...), extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		log.Close()
-		return nil, err
+		return err
 	}
-	go func() { s.cmd.Wait(); log.Close(); close(s.done) }()
+	cmd, done := s.cmd, s.done
+	go func() { cmd.Wait(); log.Close(); close(done) }()
 	if err := s.waitReady(ctx, 60*time.Second); err != nil {
 		_, _ = s.stop()
-		return nil, fmt.Errorf("orca-server did not become ready (log %s): %w", filepath.Join(dir, "server.log"), err)
+		return fmt.Errorf("orca-server did not become ready (log %s): %w", filepath.Join(s.dir, "server.log"), err)
 	}
-	return s, nil
+	return nil
+}
+
+// restart stops orca-server alone (SIGTERM, then a kill after
+// stopTimeout; the agents keep running and reconnect on their own) and
+// starts it again on the same data directory and ports with extra flags
+// instead of the last start's. It returns how long the stop took.
+func (s *server) restart(ctx context.Context, extra ...string) (time.Duration, error) {
+	d, _ := s.terminate()
+	return d, s.launch(ctx, extra...)
 }
 
 // waitReady waits for the kubeconfig file and a 200 from /readyz.
@@ -239,6 +259,11 @@ func (s *server) stop() (time.Duration, bool) {
 		a.stop()
 	}
 	s.agents = nil
+	return s.terminate()
+}
+
+// terminate is stop without the agents.
+func (s *server) terminate() (time.Duration, bool) {
 	start := time.Now()
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -345,8 +370,16 @@ func (s *server) startAgent(ctx context.Context, name string, args ...string) (*
 	return a, nil
 }
 
-// stop ends the agent (SIGTERM, then SIGKILL after 30 s).
+// pause stops the agent's process where it is (SIGSTOP) until resume:
+// its nodes neither renew their Leases nor reconnect meanwhile.
+func (a *agent) pause() { _ = a.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// resume lets a paused agent go on (SIGCONT).
+func (a *agent) resume() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }
+
+// stop ends the agent (SIGTERM, then SIGKILL after 30 s), paused or not.
 func (a *agent) stop() {
+	a.resume()
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-a.done:
@@ -374,6 +407,35 @@ func procStatusKB(pid int, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
+
+// processCPU is the CPU time (user + system) pid has used so far, from
+// /proc/<pid>/stat; 0 when it cannot be read.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) start after
+	// its closing parenthesis; utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// Linux's every architecture Go runs on).
+const clockTicks = 100
 
 // rssMiB is VmRSS of pid in MiB.
 func rssMiB(pid int) (float64, error) {

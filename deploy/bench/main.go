@@ -40,15 +40,17 @@ type env struct {
 	schedTimeout    time.Duration
 	settle          time.Duration
 	hollow          bool   // real hollow nodes (orca-agent --hollow), else stand-ins
+	schedStream     bool   // figure (a) in streaming mode (the scheduler runs while the pods are created)
 	run             int    // current run, from 0
 	keep            bool   // keep the servers' directories
 	rev             string // -rev: the binaries are of this commit
 	logf            func(string, ...any)
 }
 
-// server starts a fresh orca-server for one run of scenario id.
-func (e *env) server(ctx context.Context, id string) (*server, error) {
-	return startServer(ctx, e.root, e.work, fmt.Sprintf("%s-run%d", id, e.run), e.cpuProfile || e.memProfile)
+// server starts a fresh orca-server for one run of scenario id, with
+// extra flags.
+func (e *env) server(ctx context.Context, id string, extra ...string) (*server, error) {
+	return startServer(ctx, e.root, e.work, fmt.Sprintf("%s-run%d", id, e.run), e.cpuProfile || e.memProfile, extra...)
 }
 
 // done stops s and removes its data (unless -keep); it returns how long
@@ -118,6 +120,11 @@ func (e *env) nodeNote() string {
 // a scenario when -cpuprofile is set; the returned func ends it (and takes
 // a heap profile with -memprofile).
 func (e *env) profileDuring(ctx context.Context, s *server, id string) func() {
+	return e.profileFor(ctx, s, id, 30)
+}
+
+// profileFor is profileDuring with a CPU profile of seconds.
+func (e *env) profileFor(ctx context.Context, s *server, id string, seconds int) func() {
 	if e.run != 0 || (!e.cpuProfile && !e.memProfile) {
 		return func() {}
 	}
@@ -132,17 +139,17 @@ func (e *env) profileDuring(ctx context.Context, s *server, id string) func() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Profiles of up to 60 s; a shorter phase cuts it (the
-			// profile is lost then: take a second, bounded one).
+			// The profile runs its seconds, whatever the phase does:
+			// cancelling the request would lose it.
 			path := filepath.Join(e.out, id+".cpu.pprof")
-			if err := s.profile(pctx, "profile", map[string]string{"seconds": "30"}, path); err != nil && pctx.Err() == nil {
+			if err := s.profile(pctx, "profile", map[string]string{"seconds": fmt.Sprint(seconds)}, path); err != nil && pctx.Err() == nil {
 				e.logf("  cpu profile: %v", err)
 			}
 		}()
 	}
 	return func() {
-		if e.cpuProfile && time.Since(start) < 30*time.Second {
-			e.logf("  cpu profile: phase shorter than 30 s; the profile covers the next seconds too")
+		if d := time.Duration(seconds) * time.Second; e.cpuProfile && time.Since(start) < d {
+			e.logf("  cpu profile: phase shorter than %s; the profile covers the next seconds too", d)
 		}
 		wg.Wait()
 		cancel()
@@ -178,6 +185,7 @@ func main() {
 	noBuild := flag.Bool("no-build", false, "use the binaries in bin/ as they are")
 	rev := flag.String("rev", "", "build and measure the binaries of this commit instead of the work tree's (e.g. -rev 7c0e0f5 -baseline '' to measure the baseline again); figure (d) runs in the runner's process and is skipped then")
 	standIn := flag.Bool("stand-in", false, "stand-in nodes (Node objects and Leases the runner writes, pods marked Ready by the runner) instead of orca-agent --hollow; the default when orca-agent has no --hollow")
+	schedStream := flag.Bool("sched-stream", false, "figure (a) in streaming mode: the scheduler runs while the pods are created (bounded by the create rate when it keeps up) instead of binding a backlog created with orca-server --disable-scheduler")
 	keep := flag.Bool("keep", false, "keep each run's data directory and logs under -work")
 	table := flag.String("table", "", "print the table of this JSON report (with -baseline's before column) and exit, running nothing")
 	flag.Parse()
@@ -219,7 +227,7 @@ func main() {
 	defer stop()
 
 	e := &env{root: root, keep: *keep, work: *work, out: *out, short: *short, cpuProfile: *cpu, memProfile: *mem,
-		schedTimeout: *schedTimeout, settle: 5 * time.Second,
+		schedTimeout: *schedTimeout, schedStream: *schedStream, settle: 5 * time.Second,
 		logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
 	switch {
 	case *rev != "":

@@ -48,6 +48,7 @@ func scenarios(e *env) []scenario {
 			figures: []Figure{
 				{ID: id + ".throughput", Name: fmt.Sprintf("(a) scheduler throughput, %s pods on %s nodes", count(schedPods), count(nodes)), Unit: "pods/s",
 					Peer: "kube-scheduler floor at 5,000 nodes (680-810)", PeerValue: f64(kubeSchedulerFloor), Target: &Target{Op: ">=", Value: target}},
+				{ID: id + ".cpu", Name: fmt.Sprintf("(a) orca-server CPU per pod bound (%s nodes)", count(nodes)), Unit: "ms"},
 				{ID: id + ".create", Name: fmt.Sprintf("(a) create rate of those pods (%s nodes)", count(nodes)), Unit: "pods/s"},
 				{ID: id + ".stop", Name: fmt.Sprintf("(a) orca-server SIGTERM to exit after that run (%s nodes)", count(nodes)), Unit: "s"},
 			},

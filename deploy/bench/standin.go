@@ -126,6 +126,21 @@ func createStandInNodes(ctx context.Context, c kubernetes.Interface, n, workers 
 	return s, nil
 }
 
+// readyNodes counts the nodes whose Ready condition is True.
+func readyNodes(ctx context.Context, c kubernetes.Interface) (int, error) {
+	l, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	ready := 0
+	for i := range l.Items {
+		if nodeReady(&l.Items[i]) {
+			ready++
+		}
+	}
+	return ready, nil
+}
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -170,17 +185,9 @@ func (s *standInNodes) renew(ctx context.Context) {
 func waitNodesReady(ctx context.Context, c kubernetes.Interface, n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		l, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		ready := 0
-		if err == nil {
-			for i := range l.Items {
-				if nodeReady(&l.Items[i]) {
-					ready++
-				}
-			}
-			if ready >= n {
-				return nil
-			}
+		ready, err := readyNodes(ctx, c)
+		if err == nil && ready >= n {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d of %d nodes Ready after %s (last error %v)", ready, n, timeout, err)
@@ -219,7 +226,7 @@ func standInKubelet(ctx context.Context, c kubernetes.Interface, ns string, work
 			return
 		}
 		work <- p
-	})
+	}, nil)
 }
 
 // markRunning writes p's status as the kubelet does once its containers
@@ -263,18 +270,30 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
+// listedEvent is the event type watchPods gives the objects of its
+// initial list.
+const listedEvent watch.EventType = "LISTED"
+
 // watchPods lists namespace ns and then watches it from the list's
 // resourceVersion, calling fn with each event (objects of the list as
-// Added) and the time it was received, until ctx ends; a watch the server
-// ends is resumed from the last resourceVersion seen.
-func watchPods(ctx context.Context, c kubernetes.Interface, ns string, fn func(watch.EventType, *corev1.Pod, time.Time)) error {
-	l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+// listedEvent) and the time it was received, until ctx ends; a watch the
+// server ends is resumed from the last resourceVersion seen. listed, when
+// not nil, is closed once the list's objects were given to fn.
+func watchPods(ctx context.Context, c kubernetes.Interface, ns string, fn func(watch.EventType, *corev1.Pod, time.Time), listed chan<- struct{}) error {
+	var l *corev1.PodList
+	err := retry(ctx, func() (err error) {
+		l, err = c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	now := time.Now()
 	for i := range l.Items {
-		fn(watch.Added, &l.Items[i], now)
+		fn(listedEvent, &l.Items[i], now)
+	}
+	if listed != nil {
+		close(listed)
 	}
 	rv := l.ResourceVersion
 	for ctx.Err() == nil {
