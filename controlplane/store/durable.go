@@ -35,7 +35,7 @@ func (d *durableJS) acked(ctx context.Context, pa *jetstream.PubAck, err error) 
 	if err != nil || pa == nil {
 		return pa, err
 	}
-	if err := d.gc.Sync(ctx, pa.Stream); err != nil {
+	if err := d.gc.SyncSequence(ctx, pa.Stream, pa.Sequence); err != nil {
 		return nil, err
 	}
 	return pa, nil
@@ -119,7 +119,7 @@ func (k *durableKV) synced(ctx context.Context, rev uint64, err error) (uint64, 
 	if err != nil {
 		return rev, err
 	}
-	if err := k.gc.Sync(ctx, k.stream); err != nil {
+	if err := k.gc.SyncSequence(ctx, k.stream, rev); err != nil {
 		return 0, err
 	}
 	return rev, nil

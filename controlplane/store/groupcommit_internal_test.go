@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
@@ -189,4 +191,125 @@ func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 	}
 	round(filepath.Join(m, "1.blk"), filepath.Join(m, "3.blk"), m)
 	round(filepath.Join(m, "3.blk"))
+}
+
+// TestGroupCommitReleasesWritesAnEarlierRoundCovered checks the early
+// release: a write whose sequence a finished round had already covered
+// (that round read the stream's last sequence before its fsync) leaves
+// the next round once it has read the stream's state, without waiting
+// for its fsync; but not when the stream was made again since (its
+// creation time moved) or its state is unknown.
+func TestGroupCommitReleasesWritesAnEarlierRoundCovered(t *testing.T) {
+	root := t.TempDir()
+	msgs := filepath.Join(root, "$G", "streams", "KV_x", "msgs")
+	if err := os.MkdirAll(msgs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(msgs, "1.blk"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gc := newGroupCommit(root)
+	t.Cleanup(gc.Close)
+
+	type streamState struct {
+		created time.Time
+		last    uint64
+		known   bool
+	}
+	var mu sync.Mutex
+	state := streamState{time.Unix(1, 0), 10, true}
+	setState := func(s streamState) { mu.Lock(); state = s; mu.Unlock() }
+	gc.state = func(account, stream string) (time.Time, uint64, bool) {
+		if account != "$G" || stream != "KV_x" {
+			t.Errorf("state of %s/%s, want $G/KV_x", account, stream)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return state.created, state.last, state.known
+	}
+	// Every fsync of a block waits for the test.
+	started, release := make(chan struct{}), make(chan struct{})
+	gc.fsync = func(p string) error {
+		if strings.HasSuffix(p, ".blk") {
+			started <- struct{}{}
+			<-release
+		}
+		return fsyncPath(p)
+	}
+	ss := gc.stream("KV_x")
+	waiting := func() { // a writer has joined the next round
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ss.mu.Lock()
+			joined := ss.next != nil
+			ss.mu.Unlock()
+			if joined {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no writer joined the next round")
+			}
+			runtime.Gosched()
+		}
+	}
+	returned := func(what string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not return", what)
+		}
+	}
+	write := func(seq uint64) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- gc.SyncSequence(context.Background(), "KV_x", seq) }()
+		return done
+	}
+
+	// Round 1 reads last sequence 10, then fsyncs.
+	a := write(10)
+	<-started
+	// b's write (sequence 8) was stored before round 1 read the state,
+	// but its acknowledgement came after round 1 began: it joins round 2.
+	setState(streamState{time.Unix(1, 0), 12, true})
+	b := write(8)
+	waiting()
+	release <- struct{}{}
+	returned("write 10 (round 1)", a)
+	// Round 2 has read the state: b leaves while round 2's fsync waits.
+	<-started
+	returned("write 8 (covered by round 1)", b)
+	if e := gc.Stats().Early; e != 1 {
+		t.Errorf("%d early releases, want 1", e)
+	}
+
+	// The stream is made again: sequence 2 of the new stream is not
+	// covered by round 1's 10.
+	setState(streamState{time.Unix(2, 0), 3, true})
+	c := write(2)
+	waiting()
+	release <- struct{}{} // round 2 ends
+	<-started             // round 3 (c's) has read the state and fsyncs
+	release <- struct{}{}
+	returned("write 2 of the stream made again", c)
+	// Round 3 covered 3, but when the next round cannot read the
+	// stream's state, a write of sequence 3 waits for its fsync too.
+	setState(streamState{time.Unix(2, 0), 4, true})
+	d := write(4)
+	<-started // d runs round 4 itself
+	setState(streamState{})
+	e := write(3)
+	waiting()
+	release <- struct{}{}
+	returned("write 4", d)
+	<-started // round 5 (e's)
+	release <- struct{}{}
+	returned("write 3, state unknown", e)
+	if e := gc.Stats().Early; e != 1 {
+		t.Errorf("%d early releases, want 1 (only the write round 1 covered)", e)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -178,7 +179,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, r Resource, namespace, nam
 		}
 		newRev, err := kv.Update(ctx, key, stored, rev)
 		if err == nil {
-			return Decode(r, newData, newRev)
+			return s.written(r, key, newData, newRev)
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("store: update %s %s/%s: %w", r.Kind, namespace, name, err)
@@ -215,15 +216,8 @@ func (s *Store) getKV(ctx context.Context, kv jetstream.KeyValue, r Resource, ke
 // watch cache when this store already runs a loaded one, else nil. It
 // never starts a cache.
 func (s *Store) cachedObject(r Resource, key string) Object {
-	s.mu.Lock()
-	c := s.caches[r.Bucket()+"\x00"]
-	s.mu.Unlock()
-	if c == nil || c.stopped() {
-		return nil
-	}
-	select {
-	case <-c.ready:
-	default:
+	c := s.loadedCache(r.Bucket() + "\x00")
+	if c == nil {
 		return nil
 	}
 	o := c.object(key)
@@ -231,4 +225,37 @@ func (s *Store) cachedObject(r Resource, key string) Object {
 		return nil
 	}
 	return o.DeepCopyObject().(Object)
+}
+
+// loadedCache returns the running, loaded watch cache id (see cacheID),
+// or nil. It never starts a cache.
+func (s *Store) loadedCache(id string) *watchCache {
+	s.mu.Lock()
+	c := s.caches[id]
+	s.mu.Unlock()
+	if c == nil || c.stopped() {
+		return nil
+	}
+	select {
+	case <-c.ready:
+		return c
+	default:
+		return nil
+	}
+}
+
+// written returns the object the store just wrote as data at revision
+// rev under key, as Decode(r, data, rev) returns it: a deep copy of the
+// watch cache's object when the cache has applied that revision already
+// (the watcher decoded the same bytes; a deep copy costs a fraction of
+// decoding them again), else data decoded.
+func (s *Store) written(r Resource, key string, data []byte, rev uint64) (Object, error) {
+	if !r.Projection {
+		if c := s.loadedCache(cacheID(r, "")); c != nil {
+			if o := c.object(key); o != nil && o.GetResourceVersion() == strconv.FormatUint(rev, 10) {
+				return o.DeepCopyObject().(Object), nil
+			}
+		}
+	}
+	return Decode(r, data, rev)
 }

@@ -363,7 +363,7 @@ func (s *Store) Create(ctx context.Context, r Resource, obj Object) (Object, err
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s %s/%s: %w", r.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	return Decode(r, data, rev)
+	return s.written(r, key, data, rev)
 }
 
 // Update replaces the object if its resourceVersion is still the stored
@@ -408,7 +408,7 @@ func (s *Store) Update(ctx context.Context, r Resource, obj Object) (Object, err
 	if err != nil {
 		return nil, fmt.Errorf("store: update %s %s/%s: %w", r.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	return Decode(r, data, newRev)
+	return s.written(r, key, data, newRev)
 }
 
 // Put writes obj without a revision check. Only projections use it; API
@@ -726,14 +726,7 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 	if err != nil {
 		return nil, err
 	}
-	id := r.Bucket() + "\x00" + filter
-	if r.BucketName != "" {
-		// Custom resources: the versions of a CRD share its bucket, and
-		// each version's objects carry its apiVersion, so each version
-		// (and a CRD re-created with another kind or scope) has its own
-		// cache.
-		id += fmt.Sprintf("\x00%s/%s/%t", r.APIVersion(), r.Kind, r.Namespaced)
-	}
+	id := cacheID(r, filter)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.caches[id]; ok && !c.stopped() {
@@ -750,6 +743,19 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 	}
 	s.caches[id] = c
 	return c, nil
+}
+
+// cacheID names the watch cache of r and filter in Store.caches.
+func cacheID(r Resource, filter string) string {
+	id := r.Bucket() + "\x00" + filter
+	if r.BucketName != "" {
+		// Custom resources: the versions of a CRD share its bucket, and
+		// each version's objects carry its apiVersion, so each version
+		// (and a CRD re-created with another kind or scope) has its own
+		// cache.
+		id += fmt.Sprintf("\x00%s/%s/%t", r.APIVersion(), r.Kind, r.Namespaced)
+	}
+	return id
 }
 
 // latestRevision returns the bucket stream's last sequence.
