@@ -179,12 +179,10 @@ func (s *Server) create(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
-	obj, err := decodeObject(ri.res, data)
+	obj, err := decodeChecked(c, ri, data, func(obj store.Object) {
+		audit.LogObject(c.Request().Context(), obj) // the audit event's objectRef.name
+	})
 	if err != nil {
-		return err
-	}
-	audit.LogObject(c.Request().Context(), obj) // the audit event's objectRef.name
-	if err := checkStrict(c, ri.kind, data); err != nil {
 		return err
 	}
 	out, err := s.createObject(c.Request().Context(), ri.res, ri.namespace, obj, isDryRun(c.Request().URL.Query()))
@@ -287,11 +285,8 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 	if err != nil {
 		return err
 	}
-	obj, err := decodeObject(ri.res, data)
+	obj, err := decodeChecked(c, ri, data, func(store.Object) {})
 	if err != nil {
-		return err
-	}
-	if err := checkStrict(c, ri.kind, data); err != nil {
 		return err
 	}
 	if obj.GetName() == "" {
