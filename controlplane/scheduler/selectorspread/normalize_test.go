@@ -1,13 +1,13 @@
 package selectorspread
 
 import (
-	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/scheduler/framework"
+	"github.com/orca-edge/orca/controlplane/scheduler/internal/plugintest"
 )
 
 // TestNormalizeScore runs the scheduler's protocol (PreScore, raw Score,
@@ -24,37 +24,7 @@ func TestNormalizeScore(t *testing.T) {
 	}
 	for _, pod := range []*corev1.Pod{owned("default", "new", "rs1"), owned("default", "new", "rs9"), owned("default", "new", "rs2"), owned("default", "new", "")} {
 		t.Run(pod.Name+"-"+string(controllerUID(pod)), func(t *testing.T) {
-			p := New()
-			ctx := framework.ContextWithCycleState(context.Background(), framework.NewCycleState())
-			switch st := p.PreScore(ctx, pod, nodes); st.Code() {
-			case framework.Success:
-			case framework.Skip: // nothing to score: every node scores 0
-				for _, n := range nodes {
-					if v, _ := p.Score(context.Background(), pod, n, nodes); v != 0 {
-						t.Fatalf("PreScore skipped, but %s scores %d standalone", n.Name(), v)
-					}
-				}
-				return
-			default:
-				t.Fatal(st.Err())
-			}
-			scores := make([]framework.NodeScore, len(nodes))
-			for i, n := range nodes {
-				v, st := p.Score(ctx, pod, n, nil)
-				if !st.IsSuccess() || v != CountSiblings(pod, n) {
-					t.Fatalf("%s: raw %d, want %d", n.Name(), v, CountSiblings(pod, n))
-				}
-				scores[i] = framework.NodeScore{Name: n.Name(), Score: v}
-			}
-			if st := p.NormalizeScore(ctx, pod, scores); !st.IsSuccess() {
-				t.Fatal(st.Err())
-			}
-			for i, n := range nodes {
-				want, _ := p.Score(context.Background(), pod, n, nodes)
-				if scores[i].Score != want {
-					t.Errorf("%s: normalised %d, standalone %d", n.Name(), scores[i].Score, want)
-				}
-			}
+			plugintest.CheckNormalizeScore(t, New(), pod, nodes, func(n *framework.NodeInfo) int64 { return CountSiblings(pod, n) })
 		})
 	}
 }
