@@ -311,7 +311,7 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	done := make(chan ExitStatus, 1)
 	go func() {
-		mod, err := h.mod.engine.rt.InstantiateModule(ctx, h.mod.compiled, mc)
+		mod, err := h.mod.rt.InstantiateModule(ctx, h.mod.compiled, mc)
 		if mod != nil {
 			_ = mod.Close(context.WithoutCancel(ctx))
 		}

@@ -59,7 +59,7 @@ func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
 	}
 	ctx, im, _ := newMemoryBudget(cfg.MemoryLimitBytes).admit(ctx, 0) // admits one
 	mc = mc.WithNanosleep(sleepUntilDone(ctx))
-	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, mc)
+	mod, err := m.rt.InstantiateModule(ctx, m.compiled, mc)
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}

@@ -24,8 +24,15 @@ type FetchFunc func(ctx context.Context) ([]byte, error)
 // the node shares it.
 type Engine struct {
 	dir   string
-	rt    wazero.Runtime
 	cache wazero.CompilationCache
+
+	// rt is the wazero runtime with WASI, started by the first compile
+	// (startRuntime): an idle node never builds the compiler's state or
+	// WASI's host module. rtMu guards rt, rtErr and closed.
+	rtMu   sync.Mutex
+	rt     wazero.Runtime
+	rtErr  error
+	closed bool
 
 	mu sync.Mutex
 	// modules by digest; mu must be held to read or write the map.
@@ -40,10 +47,12 @@ type moduleEntry struct {
 	err  error
 }
 
-// NewEngine opens (creating) the cache directories under dir and starts the
-// wazero runtime (compiler engine where supported, interpreter otherwise)
-// with WASI preview 1. Instances are closed when the context passed to
-// their Run or request ends (RuntimeConfig.WithCloseOnContextDone).
+// NewEngine opens (creating) the cache directories under dir. The wazero
+// runtime (compiler engine where supported, interpreter otherwise) with
+// WASI preview 1 starts at the first module compiled, so a node without
+// WASM pods does not hold it; a failure to start it is that compile's
+// error (and every later one's). Instances are closed when the context
+// passed to their Run or request ends (RuntimeConfig.WithCloseOnContextDone).
 func NewEngine(ctx context.Context, dir string) (*Engine, error) {
 	if dir == "" {
 		return nil, errors.New("wasm engine: data directory is required")
@@ -57,15 +66,31 @@ func NewEngine(ctx context.Context, dir string) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wasm engine: compilation cache: %w", err)
 	}
+	return &Engine{dir: dir, cache: cache, modules: map[string]*moduleEntry{}}, nil
+}
+
+// runtime returns the wazero runtime, starting it (with WASI) the first
+// time. It fails when the engine is closed or the start failed.
+func (e *Engine) runtime(ctx context.Context) (wazero.Runtime, error) {
+	e.rtMu.Lock()
+	defer e.rtMu.Unlock()
+	if e.closed {
+		return nil, errors.New("wasm engine: closed")
+	}
+	if e.rt != nil || e.rtErr != nil {
+		return e.rt, e.rtErr
+	}
+	ctx = context.WithoutCancel(ctx) // the runtime outlives the first caller
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCompilationCache(cache).
+		WithCompilationCache(e.cache).
 		WithCloseOnContextDone(true))
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
-		_ = cache.Close(ctx)
-		return nil, fmt.Errorf("wasm engine: instantiate WASI: %w", err)
+		e.rtErr = fmt.Errorf("wasm engine: instantiate WASI: %w", err)
+		return nil, e.rtErr
 	}
-	return &Engine{dir: dir, rt: rt, cache: cache, modules: map[string]*moduleEntry{}}, nil
+	e.rt = rt
+	return rt, nil
 }
 
 // ModulePath is where the module with digest is kept on disk.
@@ -148,11 +173,15 @@ func (e *Engine) load(ctx context.Context, digest string, fetch FetchFunc) (*Mod
 		return nil, fmt.Errorf("load module %s: %w", digest, err)
 	}
 	// Compile without the caller's deadline: the result is shared.
-	compiled, err := e.rt.CompileModule(context.WithoutCancel(ctx), data)
+	rt, err := e.runtime(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("compile module %s: %w", digest, err)
 	}
-	return newModule(e, digest, compiled), nil
+	compiled, err := rt.CompileModule(context.WithoutCancel(ctx), data)
+	if err != nil {
+		return nil, fmt.Errorf("compile module %s: %w", digest, err)
+	}
+	return newModule(e, rt, digest, compiled), nil
 }
 
 // writeFileAtomic writes data to path through a temporary file and rename,
@@ -181,6 +210,13 @@ func writeFileAtomic(path string, data []byte) error {
 // Close closes every instance and compiled module and the compilation
 // cache handle (the files stay on disk).
 func (e *Engine) Close(ctx context.Context) error {
-	err := e.rt.Close(ctx)
+	e.rtMu.Lock()
+	rt := e.rt
+	e.closed = true
+	e.rtMu.Unlock()
+	var err error
+	if rt != nil {
+		err = rt.Close(ctx)
+	}
 	return errors.Join(err, e.cache.Close(ctx))
 }

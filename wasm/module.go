@@ -14,6 +14,7 @@ import (
 // Module is a compiled module, shared by all instances of one digest.
 type Module struct {
 	engine   *Engine
+	rt       wazero.Runtime // the engine's, which compiled it
 	digest   string
 	compiled wazero.CompiledModule
 	// minMemory is the largest declared minimum of the module's memories,
@@ -21,8 +22,8 @@ type Module struct {
 	minMemory uint64
 }
 
-func newModule(e *Engine, digest string, c wazero.CompiledModule) *Module {
-	m := &Module{engine: e, digest: digest, compiled: c}
+func newModule(e *Engine, rt wazero.Runtime, digest string, c wazero.CompiledModule) *Module {
+	m := &Module{engine: e, rt: rt, digest: digest, compiled: c}
 	for _, d := range c.ExportedMemories() {
 		m.minMemory = max(m.minMemory, uint64(d.Min())*pageSize)
 	}
