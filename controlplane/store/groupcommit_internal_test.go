@@ -219,7 +219,9 @@ func TestGroupCommitReleasesWritesAnEarlierRoundCovered(t *testing.T) {
 	var mu sync.Mutex
 	state := streamState{time.Unix(1, 0), 10, true}
 	setState := func(s streamState) { mu.Lock(); state = s; mu.Unlock() }
+	var reads atomic.Int32
 	gc.state = func(account, stream string) (time.Time, uint64, bool) {
+		reads.Add(1)
 		if account != "$G" || stream != "KV_x" {
 			t.Errorf("state of %s/%s, want $G/KV_x", account, stream)
 		}
@@ -270,8 +272,15 @@ func TestGroupCommitReleasesWritesAnEarlierRoundCovered(t *testing.T) {
 		return done
 	}
 
-	// Round 1 reads last sequence 10, then fsyncs.
+	// Round 0 is a lone writer's: it reads no state.
+	z := write(1)
+	<-started
+	// Round 1, handed on to the writers that joined meanwhile, reads
+	// last sequence 10, then fsyncs.
 	a := write(10)
+	waiting()
+	release <- struct{}{}
+	returned("write 1 (round 0)", z)
 	<-started
 	// b's write (sequence 8) was stored before round 1 read the state,
 	// but its acknowledgement came after round 1 began: it joins round 2.
@@ -309,6 +318,9 @@ func TestGroupCommitReleasesWritesAnEarlierRoundCovered(t *testing.T) {
 	<-started // round 5 (e's)
 	release <- struct{}{}
 	returned("write 3, state unknown", e)
+	if n := reads.Load(); n != 4 {
+		t.Errorf("%d reads of the stream's state, want 4 (rounds 1, 2, 3 and 5: not the lone writers' 0 and 4)", n)
+	}
 	if e := gc.Stats().Early; e != 1 {
 		t.Errorf("%d early releases, want 1 (only the write round 1 covered)", e)
 	}
