@@ -22,8 +22,11 @@
 //   - a client's Audit-ID header is kept only when it is at most 64
 //     letters, digits, '-' or '_'; any other value is replaced by a new
 //     UUID so a client cannot write arbitrary text into the log's IDs;
-//   - the log mode is always "blocking" (each event is written before
-//     the request goes on), the format always "json".
+//   - the log mode (Options.Mode, --audit-log-mode) is "blocking" (each
+//     event is written before the request goes on) or "batch" (events
+//     are queued, in order, and written by one goroutine; a full queue
+//     makes the request wait instead of dropping the event); the format
+//     is always "json".
 package audit
 
 import (
@@ -93,6 +96,12 @@ type Options struct {
 	// RequestResponse levels; a larger one is left out of the event.
 	// Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Mode is ModeBlocking (the default, "") or ModeBatch
+	// (--audit-log-mode).
+	Mode string
+	// BatchBufferSize is how many events ModeBatch queues at most
+	// (--audit-log-batch-buffer-size); default DefaultBatchBufferSize.
+	BatchBufferSize int
 }
 
 // DefaultPolicy is the policy used without --audit-policy-file: health
@@ -128,6 +137,7 @@ func LoadPolicy(path string) (*auditinternal.Policy, error) {
 type Auditor struct {
 	policy  audit.PolicyRuleEvaluator
 	backend audit.Backend
+	batch   *batchBackend // ModeBatch's backend (also backend); nil in ModeBlocking
 	closer  io.Closer
 	maxBody int64
 }
@@ -148,6 +158,14 @@ func New(o Options) (*Auditor, error) {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	switch o.Mode {
+	case "", ModeBlocking, ModeBatch:
+	default:
+		return nil, fmt.Errorf("--audit-log-mode %q: must be %s or %s", o.Mode, ModeBlocking, ModeBatch)
+	}
+	if o.BatchBufferSize < 0 {
+		return nil, errors.New("--audit-log-batch-buffer-size must not be negative")
+	}
 	a := &Auditor{policy: policy.NewPolicyRuleEvaluator(p), maxBody: o.MaxBodyBytes}
 	out := o.Out
 	switch {
@@ -167,13 +185,29 @@ func New(o Options) (*Auditor, error) {
 		}
 		out, a.closer = lj, lj
 	}
-	a.backend = auditlog.NewBackend(&lineWriter{w: out}, auditlog.FormatJson, auditv1.SchemeGroupVersion)
+	newLog := func(w io.Writer) audit.Backend {
+		return auditlog.NewBackend(&lineWriter{w: w}, auditlog.FormatJson, auditv1.SchemeGroupVersion)
+	}
+	if o.Mode == ModeBatch {
+		a.batch = newBatchBackend(out, o.BatchBufferSize, newLog)
+		a.backend = a.batch
+	} else {
+		a.backend = newLog(out)
+	}
 	return a, nil
 }
 
-// Close closes the log file (not standard output or Options.Out).
+// Close writes the events ModeBatch has queued (later events are not
+// stored: their request fails as without a log) and closes the log file
+// (not standard output or Options.Out).
 func (a *Auditor) Close() error {
-	if a == nil || a.closer == nil {
+	if a == nil {
+		return nil
+	}
+	if a.batch != nil {
+		a.batch.close()
+	}
+	if a.closer == nil {
 		return nil
 	}
 	return a.closer.Close()
@@ -271,6 +305,10 @@ func (r *Request) ProcessEvents(events ...*auditinternal.Event) bool {
 		}
 		if ref.UID == "" {
 			ref.UID = obj.UID
+		}
+		if r.a.batch != nil {
+			ok = r.a.batch.enqueue([]*auditinternal.Event{ev}, true) && ok // ev is this call's copy
+			continue
 		}
 		ok = r.a.backend.ProcessEvents(ev) && ok
 	}

@@ -17,6 +17,8 @@ type auditOptions struct {
 	logPath                       string
 	maxSizeMB, maxBackups, maxAge int
 	policyFile                    string
+	mode                          string
+	batchBufferSize               int
 	maxInflightPerUser            int
 	maxLongRunningPerUser         int
 }
@@ -29,6 +31,9 @@ func (a *auditOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&a.maxAge, "audit-log-maxage", 30, "days a rotated audit log file is kept (0: no age limit)")
 	f.StringVar(&a.policyFile, "audit-policy-file", "",
 		"Kubernetes audit Policy (audit.k8s.io/v1) choosing each request's level; empty: Metadata for every request but health and version checks")
+	f.StringVar(&a.mode, "audit-log-mode", audit.ModeBatch,
+		`"batch": events are queued in order and written by one goroutine, off the requests' path (a full queue makes requests wait: none is dropped; Ctrl-C writes what is queued); "blocking": each event is written before its request goes on`)
+	f.IntVar(&a.batchBufferSize, "audit-log-batch-buffer-size", audit.DefaultBatchBufferSize, "events --audit-log-mode=batch queues at most")
 	f.IntVar(&a.maxInflightPerUser, "max-requests-inflight-per-user", 50,
 		"API requests one user has in flight at once, on top of --max-requests-inflight (watches and logs are not counted); more get 429")
 	f.IntVar(&a.maxLongRunningPerUser, "max-long-running-requests-per-user", 200,
@@ -44,5 +49,6 @@ func (a *auditOptions) auditor(dataDir string) (*audit.Auditor, error) {
 	case defaultAuditLogPath:
 		path = filepath.Join(dataDir, "audit.log")
 	}
-	return audit.New(audit.Options{LogPath: path, MaxSizeMB: a.maxSizeMB, MaxBackups: a.maxBackups, MaxAgeDays: a.maxAge, PolicyFile: a.policyFile})
+	return audit.New(audit.Options{LogPath: path, MaxSizeMB: a.maxSizeMB, MaxBackups: a.maxBackups, MaxAgeDays: a.maxAge, PolicyFile: a.policyFile,
+		Mode: a.mode, BatchBufferSize: a.batchBufferSize})
 }
