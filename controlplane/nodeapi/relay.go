@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -85,17 +87,30 @@ type RelayResponse struct {
 
 // Relay is the client side of the relay for one node over one NATS
 // connection. Safe for concurrent use.
+//
+// Its replies come to one subscription, made at the first request, on
+// "<NewNodeInbox(node)>.*": each request's reply subject is that inbox
+// and a token of its own, as nats.go's request multiplexer (one wildcard
+// subscription per connection, not a SUB and an UNSUB per request, which
+// the NATS server would have to parse and index for every Lease renewal
+// of every node).
 type Relay struct {
 	nc      *nats.Conn
 	node    string
 	subject string
+
+	mu      sync.Mutex
+	sub     *nats.Subscription        // the replies' subscription; nil until the first request (or after a failure)
+	inbox   string                    // its subject less the last token, with a trailing "."
+	next    uint64                    // the last request's token
+	waiting map[string]chan *nats.Msg // reply token -> its request's channel; mu guards it
 }
 
 // NewRelay returns the relay client of node over nc. Its replies come to
 // node's inbox (NewNodeInbox), whatever inbox prefix nc has: the
 // apiserver answers no other reply subject.
 func NewRelay(nc *nats.Conn, node string) *Relay {
-	return &Relay{nc: nc, node: node, subject: RelaySubject(node)}
+	return &Relay{nc: nc, node: node, subject: RelaySubject(node), waiting: map[string]chan *nats.Msg{}}
 }
 
 // Do sends one request and waits for its reply, until ctx ends or, when
@@ -185,17 +200,12 @@ func RelayReply(m *nats.Msg, nc *nats.Conn, code int, contentType string, body [
 // and waits for the one reply, as nats.Conn.RequestMsgWithContext (NATS'
 // no-responders status is nats.ErrNoResponders).
 func (r *Relay) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
-	inbox := NewNodeInbox(r.node)
-	ch := make(chan *nats.Msg, 1)
-	sub, err := r.nc.ChanSubscribe(inbox, ch)
+	token, ch, err := r.expect()
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Unsubscribe()
-	if err := sub.AutoUnsubscribe(1); err != nil {
-		return nil, err
-	}
-	msg.Reply = inbox
+	defer r.forget(token)
+	msg.Reply = r.inbox + token
 	if err := r.nc.PublishMsg(msg); err != nil {
 		return nil, err
 	}
@@ -207,5 +217,47 @@ func (r *Relay) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
 		return m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// expect registers a new reply token and its channel (buffer 1),
+// subscribing to the replies first when the relay has no subscription.
+func (r *Relay) expect() (string, chan *nats.Msg, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sub == nil || !r.sub.IsValid() {
+		inbox := NewNodeInbox(r.node) + "."
+		sub, err := r.nc.Subscribe(inbox+"*", r.deliver)
+		if err != nil {
+			return "", nil, err
+		}
+		r.sub, r.inbox = sub, inbox
+	}
+	r.next++
+	token := strconv.FormatUint(r.next, 36)
+	ch := make(chan *nats.Msg, 1)
+	r.waiting[token] = ch
+	return token, ch, nil
+}
+
+// forget drops token's channel: its request got its reply or gave up.
+func (r *Relay) forget(token string) {
+	r.mu.Lock()
+	delete(r.waiting, token)
+	r.mu.Unlock()
+}
+
+// deliver hands a reply to the request waiting for it; a reply nobody
+// waits for any more (its request timed out, a second reply) is dropped.
+func (r *Relay) deliver(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	r.mu.Lock()
+	ch, ok := r.waiting[token]
+	if ok {
+		delete(r.waiting, token)
+	}
+	r.mu.Unlock()
+	if ok {
+		ch <- m
 	}
 }
