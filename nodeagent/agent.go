@@ -81,8 +81,10 @@ type Config struct {
 	Labels map[string]string
 	// HeartbeatInterval is the Lease renew period. Default 10s.
 	HeartbeatInterval time.Duration
-	// StatusInterval is the Node status (Ready heartbeat) refresh period.
-	// Default 1m.
+	// StatusInterval is the Node status (Ready heartbeat) refresh period
+	// of an unchanged node, as the kubelet's nodeStatusReportFrequency
+	// (the Lease is the heartbeat; the node lifecycle controller reads
+	// both). Default 5m, the kubelet's.
 	StatusInterval time.Duration
 	// NodeStatusUpdateFrequency is how often the agent reads its Node
 	// back to repost its status when the stored Ready condition is not
@@ -115,6 +117,14 @@ type Config struct {
 	// (the kubelet's former --allow-privileged). Default false: such a
 	// container waits with CreateContainerConfigError and an Event.
 	AllowPrivileged bool
+	// NoMounts makes the agent mount nothing: secret, projected and
+	// medium: Memory emptyDir volumes are directories on disk and
+	// subPaths are not bind-mounted, as kubemark's fake mounter. For
+	// hollow nodes (nodeagent/hollow), whose runtimes run no process:
+	// thousands of nodes of one process would otherwise mount a tmpfs
+	// per Secret volume of every pod (and leave them mounted after a
+	// stop). Default false.
+	NoMounts bool
 	// VolumeSyncPeriod is how often configMap, secret and projected
 	// volumes are re-read from the store and updated in place, and
 	// emptyDir sizeLimits checked. Default 10s.
@@ -135,6 +145,10 @@ type Config struct {
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultStatusInterval is Config.StatusInterval's default: 5 minutes,
+// the kubelet's nodeStatusReportFrequency.
+const DefaultStatusInterval = 5 * time.Minute
 
 // Agent is a running node agent. Create it with New.
 type Agent struct {
@@ -198,7 +212,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.HeartbeatInterval = 10 * time.Second
 	}
 	if cfg.StatusInterval <= 0 {
-		cfg.StatusInterval = time.Minute
+		cfg.StatusInterval = DefaultStatusInterval
 	}
 	if cfg.NodeStatusUpdateFrequency <= 0 {
 		cfg.NodeStatusUpdateFrequency = cfg.HeartbeatInterval

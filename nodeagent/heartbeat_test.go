@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -59,4 +62,63 @@ func TestHeartbeatRequests(t *testing.T) {
 	if n := c.leaseGets.Load() - lg0; n > 0 {
 		t.Errorf("%d Lease reads for %d updates, want none", n, leases)
 	}
+}
+
+// failingLeases fails every Lease update with a 503 while fail is set.
+type failingLeases struct {
+	API
+	fail     atomic.Bool
+	failures atomic.Int64
+}
+
+func (f *failingLeases) Update(ctx context.Context, r store.Resource, obj store.Object) (store.Object, error) {
+	if r.Bucket() == store.Leases.Bucket() && f.fail.Load() {
+		f.failures.Add(1)
+		return nil, apierrors.NewServiceUnavailable("the relay is down")
+	}
+	return f.API.Update(ctx, r, obj)
+}
+
+// A node whose renewals failed (the node lifecycle controller may have
+// marked it Unknown meanwhile) checks its Node at the first renewal that
+// succeeds again and reposts Ready, without waiting for a long
+// NodeStatusUpdateFrequency.
+func TestHeartbeatRechecksNodeAfterFailedRenewals(t *testing.T) {
+	e := newEnv(t)
+	f := &failingLeases{API: NewStoreAPI(e.s)}
+	e.agent("edge-recheck", func(cfg *Config) {
+		cfg.API = f
+		cfg.HeartbeatInterval, cfg.NodeStatusUpdateFrequency, cfg.StatusInterval = 20*time.Millisecond, time.Hour, time.Hour
+	})
+	f.fail.Store(true)
+	storetest.Eventually(t, 30*time.Second, func() error {
+		if n := f.failures.Load(); n < 3 {
+			return fmt.Errorf("%d failed renewals", n)
+		}
+		return nil
+	})
+	// What the node lifecycle controller does to a node whose Lease
+	// went stale.
+	if _, err := e.s.GuaranteedUpdate(context.Background(), store.Nodes, "", "edge-recheck", nil, func(obj store.Object) (store.Object, error) {
+		n := obj.(*corev1.Node)
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status = corev1.ConditionUnknown
+			}
+		}
+		return n, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.fail.Store(false)
+	storetest.Eventually(t, 30*time.Second, func() error {
+		n, err := getNode(e, "edge-recheck")
+		if err != nil {
+			return err
+		}
+		if c := nodeReady(n); c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Ready is %s", c.Status)
+		}
+		return nil
+	})
 }

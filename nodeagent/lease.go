@@ -32,22 +32,37 @@ const LeaseDurationSeconds = 40
 // its nodeStatusUpdateFrequency and nodeStatusReportFrequency. An idle
 // node so sends one Lease update per heartbeat and one Node read per
 // NodeStatusUpdateFrequency. A runtime whose health changed is posted at
-// the next tick. Failures (NATS disconnected, ...) are logged and retried
-// at the next tick; they never end the loop.
+// the next tick. The first renewal that succeeds after a failed one, or
+// after a pause of the loop (a stopped process, a suspended machine) of
+// at least two heartbeats and recheckGap, checks the Node at the next
+// tick: the
+// node lifecycle controller may have marked it Unknown meanwhile, and a
+// long NodeStatusUpdateFrequency must not delay the repair. Failures
+// (NATS disconnected, ...) are logged and retried at the next tick; they
+// never end the loop.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	every := int((a.cfg.NodeStatusUpdateFrequency + a.cfg.HeartbeatInterval - 1) / a.cfg.HeartbeatInterval)
+	var renewed time.Time // the last successful renewal
 	for tick := 0; ; tick++ {
-		if err := a.renewLease(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("renew node lease failed", "err", err)
+		recheck := false
+		if err := a.renewLease(ctx); err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("renew node lease failed", "err", err)
+			}
+			renewed = time.Time{}
+		} else {
+			gap := time.Since(renewed)
+			recheck = tick > 0 && (renewed.IsZero() || (gap >= 2*a.cfg.HeartbeatInterval && gap >= recheckGap))
+			renewed = time.Now()
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		due := (tick+1)%every == 0
+		due := recheck || (tick+1)%every == 0
 		if !a.checkRuntimes(ctx) && (!due || !a.nodeStatusStale(ctx)) {
 			continue
 		}
@@ -56,6 +71,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 	}
 }
+
+// recheckGap is the shortest pause between two successful Lease renewals
+// after which the heartbeat loop checks the Node at once (see
+// heartbeatLoop).
+const recheckGap = 5 * time.Second
 
 // renewLease updates the node's Lease with renewTime now, or creates it
 // when missing. As the kubelet's lease controller, it updates the Lease

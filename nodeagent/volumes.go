@@ -167,7 +167,7 @@ func (w *podWorker) setupEmptyDir(vol *volume) error {
 	if err := os.Chmod(vol.path, 0o777); err != nil {
 		return err
 	}
-	if ed.Medium == corev1.StorageMediumMemory {
+	if ed.Medium == corev1.StorageMediumMemory && !w.a.cfg.NoMounts {
 		if os.Geteuid() != 0 {
 			w.a.log.Warn("emptyDir medium Memory needs root for a tmpfs; using a directory on disk", "pod", w.key(), "volume", vol.name)
 		} else {
@@ -271,7 +271,7 @@ func (w *podWorker) setupAPIData(ctx context.Context, v *corev1.Volume, path, ki
 	if err != nil {
 		return nil, err
 	}
-	if (kind == volSecret || kind == volProjected) && os.Geteuid() == 0 {
+	if (kind == volSecret || kind == volProjected) && w.a.mounts() {
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return nil, err
 		}
@@ -391,6 +391,10 @@ func (w *podWorker) syncVolumes(ctx context.Context) {
 	}
 }
 
+// mounts reports whether the agent mounts volumes: tmpfs and subPath
+// binds need root, and Config.NoMounts turns them off.
+func (a *Agent) mounts() bool { return !a.cfg.NoMounts && os.Geteuid() == 0 }
+
 // removeVolumes unmounts (tmpfs) and removes the pod's volume directory;
 // hostPath volumes live elsewhere and are left alone.
 func (w *podWorker) removeVolumes() {
@@ -468,7 +472,7 @@ func (w *podWorker) containerMounts(ctx context.Context, c *corev1.Container, en
 				return nil, fmt.Errorf("volumeMount %q of container %s: %w", vm.Name, c.Name, err)
 			}
 			host = resolved
-			if os.Geteuid() == 0 {
+			if w.a.mounts() {
 				// What was checked is bound where only the agent writes,
 				// so that the container cannot swap it before runc mounts it.
 				rel, _ := filepath.Rel(base, resolved)

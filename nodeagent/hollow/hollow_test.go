@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/moby/sys/mountinfo"
 	"io"
 	"net/http"
 	"testing"
@@ -144,9 +145,10 @@ func TestHollowNodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	started := make(chan string, nodes)
+	dataDir := t.TempDir()
 	go func() {
 		runErr <- hollow.Run(ctx, hollow.Config{Count: nodes, Connect: cp.connect, HeartbeatInterval: 300 * time.Millisecond,
-			DataDir: t.TempDir(), Labels: map[string]string{"orca.dev/hollow": "true"}, Started: func(n string) { started <- n }})
+			DataDir: dataDir, Labels: map[string]string{"orca.dev/hollow": "true"}, Started: func(n string) { started <- n }})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -201,7 +203,9 @@ func TestHollowNodes(t *testing.T) {
 	for i := range pods {
 		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "default"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "nginx:1.27",
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}}}}}
+				VolumeMounts:   []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}}},
+				Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}}}
 		if err := cp.do(http.MethodPost, "/api/v1/namespaces/default/pods", p, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -229,6 +233,11 @@ func TestHollowNodes(t *testing.T) {
 	})
 	if len(used) < 2 {
 		t.Errorf("pods ran on %d nodes, want them spread", len(used))
+	}
+	// Hollow nodes mount nothing (no tmpfs for the memory emptyDirs nor
+	// the ServiceAccount token volumes), even as root.
+	if ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dataDir)); err != nil || len(ms) > 0 {
+		t.Errorf("mounts under the hollow nodes' data dir: %d (%v); want none", len(ms), err)
 	}
 
 	// A container that exits by itself (the fake runtime's EXIT_CODE)
