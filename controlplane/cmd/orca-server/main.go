@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -156,6 +157,8 @@ func run(ctx context.Context, o options) error {
 	}
 	url := o.natsURL
 	var groupCommit *store.GroupCommit // the embedded server's, with --nats-group-commit
+	var embedded nats.InProcessConnProvider
+	connectURL := "" // url, or for the embedded server a nats:// twin; set below
 	if url == "" {
 		host, portStr, err := net.SplitHostPort(o.natsListen)
 		if err != nil {
@@ -185,6 +188,7 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 		url = localURL(ns.ClientURL())
+		embedded = ns
 		slog.Info("embedded NATS started", "url", url, "dataDir", o.dataDir, "syncAlways", o.syncAlways, "groupCommit", ecfg.GroupCommit)
 	}
 	if o.apiserver {
@@ -202,10 +206,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if natsOpts, err = withNATSClientTLS(natsOpts, o, sec); err != nil {
+	connectURL = url
+	if embedded != nil {
+		// orca-server's own connection to its embedded NATS server is
+		// in-process (nats-server's in-process client: a pipe in memory,
+		// authenticated as any client, never on a network), so every
+		// store write, watch event and relay message of the control
+		// plane skips loopback TCP and its TLS records; agents still
+		// connect over TLS.
+		// (The URL's tls:// would make nats.go ask for TLS even so.)
+		natsOpts = append(natsOpts, nats.InProcessServer(embedded))
+		connectURL = "nats://" + strings.TrimPrefix(strings.TrimPrefix(url, "tls://"), "nats://")
+	} else if natsOpts, err = withNATSClientTLS(natsOpts, o, sec); err != nil {
 		return err
 	}
-	nc, err := nats.Connect(url, append(natsOpts, nats.Name("orca-server"), nats.MaxReconnects(-1),
+	nc, err := nats.Connect(connectURL, append(natsOpts, nats.Name("orca-server"), nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil: we closed the connection ourselves
 				slog.Warn("NATS disconnected", "err", err)
