@@ -118,7 +118,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
-	f.DurationVar(&o.nodeStatus, "node-status-update-frequency", 0, "how often the agent reads its Node back to repost its status when the stored Ready condition is not True, as the kubelet's; a multiple of --heartbeat-interval (default: --heartbeat-interval); each is one request to the apiserver")
+	f.DurationVar(&o.nodeStatus, "node-status-update-frequency", 0, "how often the agent reads its Node back to repost its status when the stored Ready condition is not True, as the kubelet's; a multiple of --heartbeat-interval (default: --heartbeat-interval; 1m with --hollow); each is one request to the apiserver")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logMaxSize, "container-log-max-size", "10Mi", "size (a quantity: 10Mi, 500Ki) at which a container's log file is rotated, as the kubelet's; negative: never")
 	f.IntVar(&o.logMaxFiles, "container-log-max-files", logfile.DefaultMaxFiles, "most log files (current and rotated) kept per container; at least 2")
