@@ -49,8 +49,8 @@ import (
 // block file): once the round's fsync is done, every sequence up to it
 // is on disk. A write acknowledged with a sequence (KV revisions,
 // PubAck.Sequence) that an earlier round had covered (stored before that
-// round began, acknowledged after: about one write in five with 16
-// writers) leaves the next round as soon as that round has read the
+// round began, acknowledged after: 3-20% of the writes with 16
+// writers here) leaves the next round as soon as that round has read the
 // stream's state, not after its fsync; the read after the
 // acknowledgement shows the stream was not made again meanwhile (same
 // creation time). See streamSync.
