@@ -33,6 +33,12 @@
 // probes and hooks succeed) unless the command is "false" or
 // "exit N" (exit code 1 or N). Attach, port-forward and image management
 // are not offered.
+//
+// Config.Program replaces these rules with a Process of the caller's
+// per task: a Go function run in a goroutine until it returns the exit
+// code (the node agent's tests run small programs so:
+// nodeagent/internal/testruntime). The task table, Wait, Stop's grace
+// period, Remove, Recover and exit notifications are the same.
 package fake
 
 import (
@@ -71,12 +77,41 @@ type Config struct {
 	Handler string
 	// Now returns the current time; default time.Now.
 	Now func() time.Time
+	// Persistent makes Recover return every task not removed, as
+	// containerd's tasks outlive an agent, so an agent started on the
+	// same Runtime adopts them; default none, as an in-process
+	// runtime's.
+	Persistent bool
+	// Program, when set, decides what every task does instead of the
+	// images and env of the package doc: Start calls it before the task
+	// exists (its error is Start's; it may block, as a slow pull) and
+	// runs the Process it returns. Start does not check ctx then.
+	Program func(ctx context.Context, spec runtimes.TaskSpec) (Process, error)
+}
+
+// Process is what a task does under Config.Program.
+type Process struct {
+	// Ports are the task's port bindings (TaskStatus.Ports).
+	Ports []runtimes.PortBinding
+	// Run runs in a goroutine of its own from Start; the task exits with
+	// the code it returns, so it releases what the process holds
+	// (listeners, logs) before it returns. term is closed by the first
+	// Stop (a SIGTERM), kill when that Stop's grace period or context
+	// ends (a SIGKILL; Stop then waits for Run to return). A Process
+	// whose task could not be added runs with both closed.
+	Run func(term, kill <-chan struct{}) int32
+	// Exec, when set, runs an exec in the task once it is known to be
+	// running with a command (runtimes.Execer); nil: the package doc's
+	// rules.
+	Exec func(ctx context.Context, opts runtimes.ExecOptions) (int32, error)
 }
 
 // Runtime is the in-memory runtime. It is safe for concurrent use.
 type Runtime struct {
-	handler string
-	now     func() time.Time
+	handler    string
+	now        func() time.Time
+	persistent bool
+	program    func(context.Context, runtimes.TaskSpec) (Process, error)
 
 	mu     sync.Mutex
 	tasks  map[string]*task // guarded by mu
@@ -97,7 +132,7 @@ func New(cfg Config) *Runtime {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runtime{handler: cfg.Handler, now: cfg.Now, tasks: map[string]*task{}}
+	return &Runtime{handler: cfg.Handler, now: cfg.Now, persistent: cfg.Persistent, program: cfg.Program, tasks: map[string]*task{}}
 }
 
 // task is one simulated container attempt.
@@ -111,6 +146,21 @@ type task struct {
 	onExit map[int]func(runtimes.TaskStatus)
 	nextCB int
 	done   chan struct{}
+
+	// proc is the task's Process under Config.Program, else nil; term
+	// and kill are the channels its Run watches.
+	proc             *Process
+	term, kill       chan struct{}
+	termOnce, killOn sync.Once
+}
+
+func (t *task) signal(term, kill bool) {
+	if term {
+		t.termOnce.Do(func() { close(t.term) })
+	}
+	if kill {
+		t.killOn.Do(func() { close(t.kill) })
+	}
 }
 
 // Handler implements runtimes.Runtime.
@@ -121,6 +171,18 @@ func (r *Runtime) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.tasks)
+}
+
+// List returns the status of every task held (running or exited, not
+// removed), in no order.
+func (r *Runtime) List() []runtimes.TaskStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]runtimes.TaskStatus, 0, len(r.tasks))
+	for _, t := range r.tasks {
+		out = append(out, t.snapshot())
+	}
+	return out
 }
 
 // imageError returns why image cannot be had, or nil.
@@ -166,6 +228,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 	if spec.ID == "" {
 		return runtimes.TaskStatus{}, errors.New("fake: start: TaskSpec.ID is required")
 	}
+	if r.program != nil {
+		return r.startProcess(ctx, spec)
+	}
 	if err := imageError(spec.Image); err != nil {
 		return runtimes.TaskStatus{}, err
 	}
@@ -198,17 +263,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 			return runtimes.TaskStatus{}, fmt.Errorf("fake: start task %s: log: %w", spec.ID, err)
 		}
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return runtimes.TaskStatus{}, errors.New("fake: start: runtime closed")
+	if err := r.add(t); err != nil {
+		return runtimes.TaskStatus{}, err
 	}
-	if _, dup := r.tasks[spec.ID]; dup {
-		r.mu.Unlock()
-		return runtimes.TaskStatus{}, fmt.Errorf("fake: start task %s: a task with this ID exists", spec.ID)
-	}
-	r.tasks[spec.ID] = t
-	r.mu.Unlock()
 	st := t.snapshot()
 	if timed {
 		t.mu.Lock()
@@ -219,6 +276,48 @@ func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.T
 		}
 		t.mu.Unlock()
 	}
+	return st, nil
+}
+
+// add puts t in the table, unless the runtime is closed or holds a task
+// with its ID.
+func (r *Runtime) add(t *task) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("fake: start: runtime closed")
+	}
+	if _, dup := r.tasks[t.spec.ID]; dup {
+		return fmt.Errorf("fake: start task %s: a task with this ID exists", t.spec.ID)
+	}
+	r.tasks[t.spec.ID] = t
+	return nil
+}
+
+// startProcess starts a task of Config.Program.
+func (r *Runtime) startProcess(ctx context.Context, spec runtimes.TaskSpec) (runtimes.TaskStatus, error) {
+	r.mu.Lock()
+	_, dup := r.tasks[spec.ID]
+	r.mu.Unlock()
+	if dup { // before the program holds anything
+		return runtimes.TaskStatus{}, fmt.Errorf("fake: start task %s: a task with this ID exists", spec.ID)
+	}
+	p, err := r.program(ctx, spec)
+	if err != nil {
+		return runtimes.TaskStatus{}, err
+	}
+	t := &task{spec: spec, done: make(chan struct{}), proc: &p, term: make(chan struct{}), kill: make(chan struct{})}
+	t.status = runtimes.TaskStatus{ID: spec.ID, State: runtimes.StateRunning, StartedAt: r.now(), Ports: p.Ports, Spec: spec}
+	if err := r.add(t); err != nil {
+		t.signal(true, true)
+		go p.Run(t.term, t.kill) // it releases what it holds
+		return runtimes.TaskStatus{}, err
+	}
+	st := t.snapshot()
+	go func() {
+		code := p.Run(t.term, t.kill)
+		t.exit(r.now(), code)
+	}()
 	return st, nil
 }
 
@@ -358,11 +457,26 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, err
 
 // Stop implements runtimes.Runtime: a simulated SIGTERM, then SIGKILL
 // after grace for a task that ignores SIGTERM. It returns once the task
-// exited (or ctx ended).
+// exited (or ctx ended). A Process task is sent term, then kill after
+// grace or at the end of ctx, and Stop returns when its Run returned.
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
 	t, err := r.get(id)
 	if err != nil {
 		return err
+	}
+	if t.proc != nil {
+		t.signal(true, false)
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-t.done:
+			return nil
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		t.signal(false, true)
+		<-t.done
+		return nil
 	}
 	t.mu.Lock()
 	switch {
@@ -413,11 +527,18 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// Recover implements runtimes.Runtime: nothing outlives the process.
-func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) { return nil, nil }
+// Recover implements runtimes.Runtime: nothing outlives the process,
+// unless Config.Persistent: then every task not removed.
+func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) {
+	if !r.persistent {
+		return nil, nil
+	}
+	return r.List(), nil
+}
 
 // Close implements runtimes.Runtime: tasks still running are killed
-// (137) and the runtime refuses new ones.
+// (137; a Process task is sent term and kill and waited for) and the
+// runtime refuses new ones.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -427,6 +548,11 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	for _, t := range tasks {
+		if t.proc != nil {
+			t.signal(true, true)
+			<-t.done
+			continue
+		}
 		t.exit(r.now(), ExitCodeSIGKILL)
 	}
 	return nil
@@ -444,6 +570,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts runtimes.ExecOptions
 	}
 	if len(opts.Command) == 0 {
 		return 0, fmt.Errorf("fake: exec in task %s: empty command", id)
+	}
+	if t.proc != nil && t.proc.Exec != nil {
+		return t.proc.Exec(ctx, opts)
 	}
 	switch {
 	case opts.Command[0] == "false":

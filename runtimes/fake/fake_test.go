@@ -158,3 +158,70 @@ func TestNotifyExit(t *testing.T) {
 		t.Errorf("NotifyExit of an unknown task: %v", err)
 	}
 }
+
+// A Config.Program task runs its Process: term at the first Stop, kill
+// when the grace period ends, the exit code Run returns; Exec goes to
+// the Process; Persistent keeps the tasks for Recover; a Process whose
+// task cannot be added is run with term and kill closed.
+func TestProgram(t *testing.T) {
+	c := ctx(t)
+	released := make(chan string, 4)
+	rt := fake.New(fake.Config{Handler: "wasm", Persistent: true, Program: func(_ context.Context, spec runtimes.TaskSpec) (fake.Process, error) {
+		if spec.Image == "bad" {
+			return fake.Process{}, runtimes.ErrImage
+		}
+		return fake.Process{
+			Ports: []runtimes.PortBinding{{ContainerPort: 80, Protocol: "TCP", HostPort: 8080}},
+			Run: func(term, kill <-chan struct{}) int32 {
+				defer func() { released <- spec.ID }()
+				<-term
+				if spec.Image == "stubborn" {
+					<-kill
+					return 137
+				}
+				return 0
+			},
+			Exec: func(_ context.Context, opts runtimes.ExecOptions) (int32, error) { return int32(len(opts.Command)), nil },
+		}, nil
+	}})
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "x", Image: "bad"}); !errors.Is(err, runtimes.ErrImage) {
+		t.Fatalf("Start of a failing program: %v, want its error", err)
+	}
+	st, err := rt.Start(c, runtimes.TaskSpec{ID: "a", Image: "sleep"})
+	if err != nil || st.State != runtimes.StateRunning || len(st.Ports) != 1 || st.Ports[0].HostPort != 8080 {
+		t.Fatalf("Start = %+v, %v; want running with the process's port", st, err)
+	}
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "b", Image: "stubborn"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "a", Image: "sleep"}); err == nil {
+		t.Fatal("a second task a started")
+	}
+	if code, err := rt.Exec(c, "a", runtimes.ExecOptions{Command: []string{"x", "y"}}); code != 2 || err != nil {
+		t.Fatalf("Exec = %d, %v; want the process's 2", code, err)
+	}
+	if got, _ := rt.Recover(c); len(got) != 2 {
+		t.Fatalf("Recover = %d tasks, want 2 (persistent)", len(got))
+	}
+	if err := rt.Stop(c, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Stop(c, "b", 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int32{"a": 0, "b": 137} {
+		st, err := rt.Wait(c, id)
+		if err != nil || st.State != runtimes.StateExited || st.ExitCode != want {
+			t.Errorf("%s: %+v, %v; want exited %d", id, st, err, want)
+		}
+	}
+	for range 2 {
+		<-released
+	}
+	if err := rt.Remove(c, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rt.Recover(c); len(got) != 1 || got[0].ID != "b" {
+		t.Fatalf("Recover after Remove = %+v, want b", got)
+	}
+}

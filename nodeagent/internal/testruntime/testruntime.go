@@ -1,6 +1,8 @@
 // Package testruntime is a real, in-process implementation of
-// runtimes.Runtime for the node agent's tests. Each task runs a tiny Go
-// "program" chosen by its image name instead of a container or a WASM
+// runtimes.Runtime for the node agent's tests: runtimes/fake's task table
+// with a Go "program" per task (fake.Config.Program), and a record of
+// what the agent asked (Starts, StopGraces, Execs). Each task runs a tiny
+// program chosen by its image name instead of a container or a WASM
 // module:
 //
 //	sleep          runs until stopped; exits 0 on Stop.
@@ -49,19 +51,98 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/runtimes"
+	"github.com/orca-edge/orca/runtimes/fake"
 	"github.com/orca-edge/orca/runtimes/logfile"
 )
 
-// Runtime is the test runtime. It is safe for concurrent use.
+// Runtime is the test runtime. It is safe for concurrent use. It is not
+// a runtimes.ExitNotifier (the agent waits on its tasks with Wait).
 type Runtime struct {
-	handler    string
-	persistent bool
+	f *fake.Runtime
 
-	mu     sync.Mutex // guards tasks, starts and execs
-	tasks  map[string]*task
+	mu     sync.Mutex // guards starts, execs and stops
 	starts int
 	execs  []string
 	stops  map[string][]time.Duration
+}
+
+var (
+	_ runtimes.Runtime = (*Runtime)(nil)
+	_ runtimes.Execer  = (*Runtime)(nil)
+)
+
+// New returns a runtime serving the RuntimeClass handler h ("wasm", "runc").
+// Its Recover returns no tasks, as an in-process runtime's.
+func New(h string) *Runtime { return newRuntime(h, false) }
+
+// NewPersistent returns a runtime whose tasks outlive an agent, as
+// containerd's do: Recover returns every task not removed, so an agent
+// started on the same Runtime adopts them.
+func NewPersistent(h string) *Runtime { return newRuntime(h, true) }
+
+func newRuntime(h string, persistent bool) *Runtime {
+	r := &Runtime{stops: map[string][]time.Duration{}}
+	r.f = fake.New(fake.Config{Handler: h, Persistent: persistent, Program: r.program})
+	return r
+}
+
+// NoExec returns rt without its Execer ability (a runtime that cannot run
+// a process in a task, as the wazero runtime).
+func NoExec(rt runtimes.Runtime) runtimes.Runtime { return noExec{rt} }
+
+type noExec struct{ runtimes.Runtime }
+
+// Handler implements runtimes.Runtime.
+func (r *Runtime) Handler() string { return r.f.Handler() }
+
+// Start implements runtimes.Runtime.
+func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.TaskStatus, error) {
+	st, err := r.f.Start(ctx, spec)
+	if err == nil {
+		r.mu.Lock()
+		r.starts++
+		r.mu.Unlock()
+	}
+	return st, err
+}
+
+// Wait implements runtimes.Runtime.
+func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, error) {
+	return r.f.Wait(ctx, id)
+}
+
+// Stop implements runtimes.Runtime: the program sees its stop at once
+// and is killed after grace (or at the end of ctx).
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	if _, err := r.f.Inspect(ctx, id); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.stops[id] = append(r.stops[id], grace)
+	r.mu.Unlock()
+	return r.f.Stop(ctx, id, grace)
+}
+
+// Inspect implements runtimes.Runtime.
+func (r *Runtime) Inspect(ctx context.Context, id string) (runtimes.TaskStatus, error) {
+	return r.f.Inspect(ctx, id)
+}
+
+// Remove implements runtimes.Runtime.
+func (r *Runtime) Remove(ctx context.Context, id string) error { return r.f.Remove(ctx, id) }
+
+// Recover implements runtimes.Runtime: none for New, every task not
+// removed for NewPersistent.
+func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) {
+	return r.f.Recover(ctx)
+}
+
+// Close stops every task at once.
+func (r *Runtime) Close(ctx context.Context) error { return r.f.Close(ctx) }
+
+// Exec implements runtimes.Execer with the commands of the package doc.
+func (r *Runtime) Exec(ctx context.Context, id string, opts runtimes.ExecOptions) (int32, error) {
+	return r.f.Exec(ctx, id, opts)
 }
 
 // StopGraces returns the grace periods Stop was called with for task id
@@ -80,22 +161,115 @@ func (r *Runtime) Execs() []string {
 	return append([]string(nil), r.execs...)
 }
 
-// Exec implements runtimes.Execer with the commands of the package doc.
-func (r *Runtime) Exec(ctx context.Context, id string, opts runtimes.ExecOptions) (int32, error) {
-	t, err := r.get(id)
-	if err != nil {
-		return 0, err
-	}
-	if t.snapshot().State != runtimes.StateRunning {
-		return 0, fmt.Errorf("exec in task %s: task is not running", id)
-	}
-	if len(opts.Command) == 0 {
-		return 0, fmt.Errorf("exec in task %s: empty command", id)
-	}
-	argv := strings.Join(opts.Command, " ")
+// Starts returns how many tasks were started so far.
+func (r *Runtime) Starts() int {
 	r.mu.Lock()
-	r.execs = append(r.execs, id+": "+argv)
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	return r.starts
+}
+
+// Running returns the IDs of the tasks currently running.
+func (r *Runtime) Running() []string {
+	var out []string
+	for _, st := range r.f.List() {
+		if st.State == runtimes.StateRunning {
+			out = append(out, st.ID)
+		}
+	}
+	return out
+}
+
+// Tasks returns the IDs of all tasks not yet removed.
+func (r *Runtime) Tasks() []string {
+	var out []string
+	for _, st := range r.f.List() {
+		out = append(out, st.ID)
+	}
+	return out
+}
+
+// task is one program's run: what its Run and Exec share.
+type task struct {
+	rt   *Runtime
+	spec runtimes.TaskSpec
+	stop chan struct{} // closed by Stop's term or the "stop" exec
+	once sync.Once
+	done chan struct{} // closed when the program returned
+
+	listeners []net.Listener
+	log       *logfile.File
+}
+
+// program is fake.Config.Program: the task of spec's image.
+func (r *Runtime) program(ctx context.Context, spec runtimes.TaskSpec) (fake.Process, error) {
+	if spec.Image == "bad-image" {
+		return fake.Process{}, fmt.Errorf("pull %q: %w", spec.Image, runtimes.ErrImage)
+	}
+	prog, err := parse(spec.Image)
+	if err != nil {
+		return fake.Process{}, err
+	}
+	if prog.name == "slowstart" {
+		select {
+		case <-time.After(prog.delay):
+		case <-ctx.Done():
+			return fake.Process{}, ctx.Err()
+		}
+		prog.name = "sleep"
+	}
+	t := &task{rt: r, spec: spec, stop: make(chan struct{}), done: make(chan struct{})}
+	if spec.LogPath != "" {
+		f, err := logfile.Open(spec.LogPath)
+		if err != nil {
+			return fake.Process{}, fmt.Errorf("start task %s: %w", spec.ID, err)
+		}
+		t.log = f
+	}
+	var bindings []runtimes.PortBinding
+	if prog.name == "echo-http" {
+		for _, p := range spec.Ports {
+			if p.Protocol != "" && p.Protocol != "TCP" {
+				continue
+			}
+			host := p.HostIP
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(p.HostPort))))
+			if err != nil {
+				t.closeAll()
+				return fake.Process{}, fmt.Errorf("start task %s: listen for port %d: %w", spec.ID, p.ContainerPort, err)
+			}
+			t.listeners = append(t.listeners, l)
+			bindings = append(bindings, runtimes.PortBinding{ContainerPort: p.ContainerPort, Protocol: "TCP", HostIP: host, HostPort: int32(l.Addr().(*net.TCPAddr).Port)})
+		}
+	}
+	return fake.Process{
+		Ports: bindings,
+		Run: func(term, kill <-chan struct{}) int32 {
+			go func() {
+				select {
+				case <-term:
+					t.once.Do(func() { close(t.stop) })
+				case <-t.done:
+				}
+			}()
+			code := t.run(prog, kill)
+			t.closeAll()
+			close(t.done)
+			return int32(code)
+		},
+		Exec: t.exec,
+	}, nil
+}
+
+// exec runs one of the package doc's commands in the running task.
+func (t *task) exec(ctx context.Context, opts runtimes.ExecOptions) (int32, error) {
+	id := t.spec.ID
+	argv := strings.Join(opts.Command, " ")
+	t.rt.mu.Lock()
+	t.rt.execs = append(t.rt.execs, id+": "+argv)
+	t.rt.mu.Unlock()
 	t.logf("exec: %s", argv)
 	out := opts.Stdout
 	if out == nil {
@@ -157,147 +331,6 @@ func (r *Runtime) Exec(ctx context.Context, id string, opts runtimes.ExecOptions
 		return 0, nil
 	}
 	return 0, fmt.Errorf("exec in task %s: %q: executable file not found", id, opts.Command[0])
-}
-
-var (
-	_ runtimes.Runtime = (*Runtime)(nil)
-	_ runtimes.Execer  = (*Runtime)(nil)
-)
-
-// NoExec returns rt without its Execer ability (a runtime that cannot run
-// a process in a task, as the wazero runtime).
-func NoExec(rt runtimes.Runtime) runtimes.Runtime { return noExec{rt} }
-
-type noExec struct{ runtimes.Runtime }
-
-// New returns a runtime serving the RuntimeClass handler h ("wasm", "runc").
-// Its Recover returns no tasks, as an in-process runtime's.
-func New(h string) *Runtime {
-	return &Runtime{handler: h, tasks: map[string]*task{}, stops: map[string][]time.Duration{}}
-}
-
-// NewPersistent returns a runtime whose tasks outlive an agent, as
-// containerd's do: Recover returns every task not removed, so an agent
-// started on the same Runtime adopts them.
-func NewPersistent(h string) *Runtime {
-	return &Runtime{handler: h, persistent: true, tasks: map[string]*task{}, stops: map[string][]time.Duration{}}
-}
-
-type task struct {
-	spec   runtimes.TaskSpec
-	stop   chan struct{} // closed by Stop (graceful)
-	kill   chan struct{} // closed after grace
-	done   chan struct{} // closed when the program returned
-	once   sync.Once
-	killOn sync.Once
-
-	mu     sync.Mutex // guards status
-	status runtimes.TaskStatus
-
-	listeners []net.Listener
-	log       *logfile.File
-}
-
-// Handler implements runtimes.Runtime.
-func (r *Runtime) Handler() string { return r.handler }
-
-// Starts returns how many tasks were started so far.
-func (r *Runtime) Starts() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.starts
-}
-
-// Running returns the IDs of the tasks currently running.
-func (r *Runtime) Running() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for id, t := range r.tasks {
-		t.mu.Lock()
-		if t.status.State == runtimes.StateRunning {
-			out = append(out, id)
-		}
-		t.mu.Unlock()
-	}
-	return out
-}
-
-// Tasks returns the IDs of all tasks not yet removed.
-func (r *Runtime) Tasks() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for id := range r.tasks {
-		out = append(out, id)
-	}
-	return out
-}
-
-// Start implements runtimes.Runtime.
-func (r *Runtime) Start(ctx context.Context, spec runtimes.TaskSpec) (runtimes.TaskStatus, error) {
-	if spec.Image == "bad-image" {
-		return runtimes.TaskStatus{}, fmt.Errorf("pull %q: %w", spec.Image, runtimes.ErrImage)
-	}
-	prog, err := parse(spec.Image)
-	if err != nil {
-		return runtimes.TaskStatus{}, err
-	}
-	if prog.name == "slowstart" {
-		select {
-		case <-time.After(prog.delay):
-		case <-ctx.Done():
-			return runtimes.TaskStatus{}, ctx.Err()
-		}
-		prog.name = "sleep"
-	}
-	r.mu.Lock()
-	if _, ok := r.tasks[spec.ID]; ok {
-		r.mu.Unlock()
-		return runtimes.TaskStatus{}, fmt.Errorf("start task %s: already exists", spec.ID)
-	}
-	r.mu.Unlock()
-
-	t := &task{spec: spec, stop: make(chan struct{}), kill: make(chan struct{}), done: make(chan struct{})}
-	if spec.LogPath != "" {
-		f, err := logfile.Open(spec.LogPath)
-		if err != nil {
-			return runtimes.TaskStatus{}, fmt.Errorf("start task %s: %w", spec.ID, err)
-		}
-		t.log = f
-	}
-	var bindings []runtimes.PortBinding
-	if prog.name == "echo-http" {
-		for _, p := range spec.Ports {
-			if p.Protocol != "" && p.Protocol != "TCP" {
-				continue
-			}
-			host := p.HostIP
-			if host == "" {
-				host = "127.0.0.1"
-			}
-			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(p.HostPort))))
-			if err != nil {
-				t.closeAll()
-				return runtimes.TaskStatus{}, fmt.Errorf("start task %s: listen for port %d: %w", spec.ID, p.ContainerPort, err)
-			}
-			t.listeners = append(t.listeners, l)
-			bindings = append(bindings, runtimes.PortBinding{ContainerPort: p.ContainerPort, Protocol: "TCP", HostIP: host, HostPort: int32(l.Addr().(*net.TCPAddr).Port)})
-		}
-	}
-	t.status = runtimes.TaskStatus{ID: spec.ID, State: runtimes.StateRunning, StartedAt: time.Now(), Ports: bindings, Spec: spec}
-	r.mu.Lock()
-	r.tasks[spec.ID] = t
-	r.starts++
-	r.mu.Unlock()
-	go t.run(prog)
-	return t.snapshot(), nil
-}
-
-func (t *task) snapshot() runtimes.TaskStatus {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.status
 }
 
 func (t *task) closeAll() {
@@ -366,14 +399,15 @@ func parse(image string) (program, error) {
 	return p, fmt.Errorf("image %q: unknown test program: %w", image, runtimes.ErrImage)
 }
 
-// run executes the program and records its exit.
-func (t *task) run(p program) {
+// run executes the program and returns its exit code; kill is closed
+// when the grace period of a Stop ends.
+func (t *task) run(p program, kill <-chan struct{}) int {
 	code := 0
 	switch p.name {
 	case "sleep":
 		<-t.stop
 	case "stubborn":
-		<-t.kill
+		<-kill
 		code = 137
 	case "exit":
 		select {
@@ -411,112 +445,5 @@ func (t *task) run(p program) {
 		<-t.stop
 		srv.Close()
 	}
-	reason := "Completed"
-	if code != 0 {
-		reason = "Error"
-	}
-	t.mu.Lock()
-	t.status.State = runtimes.StateExited
-	t.status.ExitCode = int32(code)
-	t.status.Reason = reason
-	t.status.FinishedAt = time.Now()
-	t.mu.Unlock()
-	t.closeAll()
-	close(t.done)
-}
-
-func (r *Runtime) get(id string) (*task, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("task %s: %w", id, runtimes.ErrNotFound)
-	}
-	return t, nil
-}
-
-// Wait implements runtimes.Runtime.
-func (r *Runtime) Wait(ctx context.Context, id string) (runtimes.TaskStatus, error) {
-	t, err := r.get(id)
-	if err != nil {
-		return runtimes.TaskStatus{}, err
-	}
-	select {
-	case <-t.done:
-		return t.snapshot(), nil
-	case <-ctx.Done():
-		return runtimes.TaskStatus{}, ctx.Err()
-	}
-}
-
-// Stop implements runtimes.Runtime.
-func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
-	t, err := r.get(id)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.stops[id] = append(r.stops[id], grace)
-	r.mu.Unlock()
-	t.once.Do(func() { close(t.stop) })
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case <-t.done:
-		return nil
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	t.killOn.Do(func() { close(t.kill) })
-	<-t.done
-	return nil
-}
-
-// Inspect implements runtimes.Runtime.
-func (r *Runtime) Inspect(ctx context.Context, id string) (runtimes.TaskStatus, error) {
-	t, err := r.get(id)
-	if err != nil {
-		return runtimes.TaskStatus{}, err
-	}
-	return t.snapshot(), nil
-}
-
-// Remove implements runtimes.Runtime.
-func (r *Runtime) Remove(ctx context.Context, id string) error {
-	t, err := r.get(id)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-t.done:
-	default:
-		return fmt.Errorf("remove task %s: still running", id)
-	}
-	r.mu.Lock()
-	delete(r.tasks, id)
-	r.mu.Unlock()
-	return nil
-}
-
-// Recover implements runtimes.Runtime: none for New, every task not
-// removed for NewPersistent.
-func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) {
-	if !r.persistent {
-		return nil, nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []runtimes.TaskStatus
-	for _, t := range r.tasks {
-		out = append(out, t.snapshot())
-	}
-	return out, nil
-}
-
-// Close stops every task at once.
-func (r *Runtime) Close(ctx context.Context) error {
-	for _, id := range r.Tasks() {
-		r.Stop(ctx, id, 0)
-	}
-	return nil
+	return code
 }
