@@ -216,6 +216,16 @@ func (s *Store) getKV(ctx context.Context, kv jetstream.KeyValue, r Resource, ke
 // watch cache when this store already runs a loaded one, else nil. It
 // never starts a cache.
 func (s *Store) cachedObject(r Resource, key string) Object {
+	o := s.sharedCachedObject(r, key)
+	if o == nil {
+		return nil
+	}
+	return o.DeepCopyObject().(Object)
+}
+
+// sharedCachedObject is cachedObject without the copy: the cache's own
+// object, which the caller must not modify.
+func (s *Store) sharedCachedObject(r Resource, key string) Object {
 	c := s.loadedCache(r.Bucket() + "\x00")
 	if c == nil {
 		return nil
@@ -224,7 +234,7 @@ func (s *Store) cachedObject(r Resource, key string) Object {
 	if o == nil {
 		return nil
 	}
-	return o.DeepCopyObject().(Object)
+	return o
 }
 
 // loadedCache returns the running, loaded watch cache id (see cacheID),
