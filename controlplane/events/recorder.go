@@ -7,6 +7,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -19,8 +20,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
-// queueSize is how many events may wait to be written; more are dropped
-// (events are best effort, as in Kubernetes).
+// queueSize is how many events may wait for each writer of a Recorder;
+// more are dropped (events are best effort, as in Kubernetes).
 const queueSize = 256
 
 // Sink is where a Recorder writes Events, as client-go's record.EventSink:
@@ -66,7 +67,11 @@ type Recorder struct {
 	sink      Sink
 	component string // source.component: "kubelet", "default-scheduler"
 	host      string // source.host: the node, for the agent
-	ch        chan *corev1.Event
+	// ch has one queue per writer; an Event goes to the queue of its
+	// aggregation key's hash, so repeats are written in order by one
+	// writer.
+	ch   []chan *corev1.Event
+	seed maphash.Seed
 
 	mu   sync.Mutex               // guards seen
 	seen map[string]*corev1.Event // aggregation key -> the Event as last stored
@@ -80,7 +85,26 @@ func New(s *store.Store, component, host string) *Recorder {
 // NewWithSink returns a recorder writing to sink as component (on host,
 // "" if none).
 func NewWithSink(sink Sink, component, host string) *Recorder {
-	return &Recorder{sink: sink, component: component, host: host, ch: make(chan *corev1.Event, queueSize), seen: map[string]*corev1.Event{}}
+	return NewWithWriters(sink, component, host, 1)
+}
+
+// NewWithWriters is NewWithSink with writers Events written at once
+// (at least 1), each writer with its own queue of queueSize: a component
+// that records an Event per pod at hundreds a second, as the scheduler's
+// Scheduled, would otherwise see most of them dropped while one write
+// waits for the store's fsync; concurrent writes share it (group commit).
+func NewWithWriters(sink Sink, component, host string, writers int) *Recorder {
+	r := &Recorder{sink: sink, component: component, host: host, ch: make([]chan *corev1.Event, max(writers, 1)),
+		seed: maphash.MakeSeed(), seen: map[string]*corev1.Event{}}
+	for i := range r.ch {
+		r.ch[i] = make(chan *corev1.Event, queueSize)
+	}
+	return r
+}
+
+// aggregationKey is what repeats of one Event share.
+func aggregationKey(ev *corev1.Event) string {
+	return string(ev.InvolvedObject.UID) + "\x00" + ev.InvolvedObject.FieldPath + "\x00" + ev.Reason + "\x00" + ev.Message
 }
 
 // Event records an Event of type typ (corev1.EventTypeNormal or Warning)
@@ -104,26 +128,38 @@ func (r *Recorder) Event(obj store.Object, fieldPath, typ, reason, msg string) {
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: r.component, ReportingInstance: r.host,
 	}
+	ch := r.ch[0]
+	if len(r.ch) > 1 {
+		ch = r.ch[maphash.String(r.seed, aggregationKey(ev))%uint64(len(r.ch))]
+	}
 	select {
-	case r.ch <- ev:
+	case ch <- ev:
 	default:
 	}
 }
 
-// Run writes queued events until ctx ends.
+// Run writes queued events, with the recorder's writers, until ctx ends.
 func (r *Recorder) Run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-r.ch:
-			r.write(ctx, ev)
-		}
+	var wg sync.WaitGroup
+	for _, ch := range r.ch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev := <-ch:
+					r.write(ctx, ev)
+				}
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 func (r *Recorder) write(ctx context.Context, ev *corev1.Event) {
-	key := string(ev.InvolvedObject.UID) + "\x00" + ev.InvolvedObject.FieldPath + "\x00" + ev.Reason + "\x00" + ev.Message
+	key := aggregationKey(ev)
 	r.mu.Lock()
 	last := r.seen[key]
 	r.mu.Unlock()

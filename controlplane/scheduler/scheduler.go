@@ -38,6 +38,12 @@ const DefaultSchedulerName = corev1.DefaultSchedulerName
 // confirms the assumption within milliseconds.
 const AssumedPodTTL = 15 * time.Minute
 
+// EventWriters is how many Events (Scheduled, FailedScheduling) the
+// scheduler writes at once: with one, a burst of binds fills the queue
+// while each write waits for its fsync and most Scheduled Events are
+// dropped; concurrent writes share the store's group commit.
+const EventWriters = 8
+
 // DefaultRetryInterval is how often unschedulable pods are retried when no
 // event has done it before.
 const DefaultRetryInterval = 30 * time.Second
@@ -190,7 +196,7 @@ func New(cfg Config) (*Scheduler, error) {
 		unschedulable: map[string]string{},
 		cache:         cache.New(AssumedPodTTL),
 		snapshot:      cache.NewSnapshot(),
-		events:        events.New(cfg.Store, cfg.Name, ""),
+		events:        events.NewWithWriters(events.StoreSink(cfg.Store), cfg.Name, "", EventWriters),
 	}
 	for _, x := range []struct {
 		shared *store.Informer
