@@ -2,6 +2,7 @@ package framework
 
 import (
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -116,7 +117,7 @@ func derive(node *corev1.Node) nodeFacts {
 	f := nodeFacts{node: node, unschedulable: node.Spec.Unschedulable, ready: isReady(node)}
 	for k, v := range node.Labels {
 		if v == "true" && strings.HasPrefix(k, nodeapi.RuntimeLabelPrefix) {
-			f.runtimeLabels = append(f.runtimeLabels, k)
+			f.runtimeLabels = append(f.runtimeLabels, CanonicalLabel(k))
 		}
 	}
 	for _, t := range node.Spec.Taints {
@@ -128,6 +129,35 @@ func derive(node *corev1.Node) nodeFacts {
 		}
 	}
 	return f
+}
+
+// maxCanonicalLabels bounds the table of CanonicalLabel (labels past it
+// are returned as they are).
+const maxCanonicalLabels = 256
+
+var (
+	canonicalMu     sync.Mutex
+	canonicalLabels = map[string]string{} // canonicalMu
+)
+
+// CanonicalLabel returns one shared copy of the label key k (the first
+// 256 keys asked for; later ones as they are). Two canonical strings that
+// are equal share their bytes, so comparing them costs a pointer
+// comparison instead of a byte scan: the runtime labels a node's facts
+// keep are canonical, and a key given to HasLabelTrue compares fastest
+// when it is too.
+func CanonicalLabel(k string) string {
+	canonicalMu.Lock()
+	defer canonicalMu.Unlock()
+	if c, ok := canonicalLabels[k]; ok {
+		return c
+	}
+	if len(canonicalLabels) >= maxCanonicalLabels {
+		return k
+	}
+	c := strings.Clone(k)
+	canonicalLabels[c] = c
+	return c
 }
 
 // isReady reports whether node has condition Ready=True (the first Ready
@@ -178,7 +208,7 @@ func (ni *NodeInfo) Unschedulable() bool {
 
 // HasLabelTrue reports whether the node's label key has the value "true"
 // (for runtime labels, nodeapi.RuntimeLabel(handler), a scan of the few
-// the node has instead of a map lookup).
+// the node has instead of a map lookup; give it CanonicalLabel(key)).
 func (ni *NodeInfo) HasLabelTrue(key string) bool {
 	if ni.derived() && strings.HasPrefix(key, nodeapi.RuntimeLabelPrefix) {
 		for _, k := range ni.facts.runtimeLabels {

@@ -159,7 +159,7 @@ func (p *RuntimeClass) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.
 	if err != nil {
 		return nil, framework.NewStatus(framework.Unschedulable, err.Error())
 	}
-	framework.WriteState(ctx, preFilterKey, out, resolved{rc: rc, handler: handler, label: nodeapi.RuntimeLabel(handler)})
+	framework.WriteState(ctx, preFilterKey, out, resolved{rc: rc, handler: handler, label: framework.CanonicalLabel(nodeapi.RuntimeLabel(handler))})
 	return out, nil
 }
 
@@ -168,7 +168,7 @@ func (p *RuntimeClass) PreFilter(ctx context.Context, pod *corev1.Pod) (*corev1.
 func (p *RuntimeClass) Filter(ctx context.Context, pod *corev1.Pod, node *framework.NodeInfo) *framework.Status {
 	r := framework.ReadState(ctx, preFilterKey, pod, func() resolved {
 		rc, handler, st := p.resolve(pod)
-		return resolved{rc: rc, handler: handler, label: nodeapi.RuntimeLabel(handler), status: st}
+		return resolved{rc: rc, handler: handler, label: framework.CanonicalLabel(nodeapi.RuntimeLabel(handler)), status: st}
 	})
 	if !r.status.IsSuccess() {
 		return r.status
