@@ -217,6 +217,11 @@ func main() {
 			defer os.RemoveAll(*work)
 		}
 	}
+	// Absolute: -rev builds in a directory under it with the go command
+	// run there.
+	if *work, err = filepath.Abs(*work); err != nil {
+		log.Fatal(err)
+	}
 	var re *regexp.Regexp
 	if *only != "" {
 		if re, err = regexp.Compile(*only); err != nil {
