@@ -181,7 +181,9 @@ func TestProgram(t *testing.T) {
 				}
 				return 0
 			},
-			Exec: func(_ context.Context, opts runtimes.ExecOptions) (int32, error) { return int32(len(opts.Command)), nil },
+			Exec: func(_ context.Context, opts runtimes.ExecOptions) (int32, error) {
+				return int32(len(opts.Command)), nil
+			},
 		}, nil
 	}})
 	if _, err := rt.Start(c, runtimes.TaskSpec{ID: "x", Image: "bad"}); !errors.Is(err, runtimes.ErrImage) {
