@@ -295,6 +295,9 @@ func runSchedThroughput(ctx context.Context, e *env, id string, nodes, pods int)
 	if capped {
 		note += fmt.Sprintf("; CAPPED: %d of %d pods bound in the %s the run waits", bound, pods, e.schedTimeout)
 	}
+	if n, err := scheduledEvents(ctx, s.client, ns, bound); err == nil {
+		note += fmt.Sprintf("; %d of the %d binds' Scheduled Events written", n, bound)
+	}
 	out.notes[id+".throughput"] = note + e.nodeNote()
 	out.notes[id+".cpu"] = "orca-server's CPU time (user + system, /proc) from the first bind seen to the last / the pods bound in between: all of its work while it schedules (the binds, their Events and NodePods, the watch the runner reads), steadier than pods/s on a shared machine"
 	left := pods - bound
@@ -308,6 +311,36 @@ func runSchedThroughput(ctx context.Context, e *env, id string, nodes, pods int)
 		out.notes[id+".stop"] = fmt.Sprintf("with %d pods Pending", left)
 	}
 	return out, nil
+}
+
+// scheduledEvents counts the Scheduled Events in namespace ns, listing
+// again (the Events are written asynchronously) until there are want or
+// the count stopped growing for 3 s.
+func scheduledEvents(ctx context.Context, c kubernetes.Interface, ns string, want int) (int, error) {
+	last, since := -1, time.Now()
+	for {
+		l, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Scheduled"})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for i := range l.Items {
+			if l.Items[i].Reason == "Scheduled" { // a server may ignore the selector
+				n++
+			}
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if n >= want || time.Since(since) > 3*time.Second {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // runPodStartup is figure (b): pods pods created open-loop at perSecond on
