@@ -149,6 +149,15 @@ func TestCGIHandlerBoundAndCancel(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	pw.Write([]byte("partial"))
+	// Probe only once the first request holds the slot: a probe that took
+	// it first would have the first request refused instead (a race a
+	// loaded machine lost in CI).
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if n := len(h.sem); n != 1 {
+			return fmt.Errorf("%d slots held, want the first request's", n)
+		}
+		return nil
+	})
 	storetest.Eventually(t, 10*time.Second, func() error {
 		resp, err := http.Get(srv.URL + "/")
 		if err != nil {
