@@ -215,10 +215,10 @@ func (s *Server) createObject(ctx context.Context, r store.Resource, namespace s
 		} else if obj.GetNamespace() != namespace {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the provided object (%s) does not match the namespace sent on the request (%s)", obj.GetNamespace(), namespace))
 		}
-		// A live read, not the watch cache: a namespace deleted an
-		// instant ago must refuse new content at once (the cache may not
-		// have applied the deletion yet).
-		nsObj, err := s.st.Get(ctx, store.Namespaces, namespace, namespace)
+		// A consistent read, not the watch cache as it is: a namespace
+		// deleted an instant ago must refuse new content at once (the
+		// cache may not have applied the deletion yet).
+		nsObj, err := s.st.GetConsistent(ctx, store.Namespaces, namespace, namespace)
 		if apierrors.IsNotFound(err) {
 			return nil, apierrors.NewNotFound(store.Namespaces.GroupResource(), namespace)
 		}

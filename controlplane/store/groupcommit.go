@@ -87,8 +87,9 @@ type GroupCommit struct {
 	// known, every write waits for a round of its own.
 	state func(account, stream string) (created time.Time, lastSeq uint64, ok bool)
 
-	mu      sync.Mutex
-	streams map[string]*streamSync // stream name -> its syncer
+	mu       sync.Mutex
+	streams  map[string]*streamSync // stream name -> its syncer
+	accounts map[string]string      // stream name -> the account holding it (LastSequence)
 
 	// fsync syncs one file or directory; os.File.Sync unless a test
 	// replaces it to check the ordering.
@@ -148,8 +149,41 @@ func streamState(ns *server.Server, account, stream string) (time.Time, uint64, 
 	return time.Time{}, 0, false
 }
 
+// LastSequence returns the last sequence of stream (a bucket's stream,
+// "KV_<bucket>") as the embedded server holds it, read in process as a
+// round reads it (streamState: about 60 µs with 40 buckets) instead of a
+// JetStream API request (STREAM.INFO, which queues behind every other API
+// request of the server). false when it is not known: no server state,
+// no directory for the stream yet, or the stream in several accounts.
+func (g *GroupCommit) LastSequence(stream string) (uint64, bool) {
+	if g.state == nil {
+		return 0, false
+	}
+	g.mu.Lock()
+	account, ok := g.accounts[stream]
+	g.mu.Unlock()
+	if !ok {
+		dir, err := (&streamSync{g: g, name: stream}).streamDir()
+		if err != nil {
+			return 0, false
+		}
+		account = filepath.Base(filepath.Dir(filepath.Dir(dir)))
+		g.mu.Lock()
+		g.accounts[stream] = account
+		g.mu.Unlock()
+	}
+	created, last, known := g.state(account, stream)
+	if !known || created.IsZero() {
+		g.mu.Lock()
+		delete(g.accounts, stream) // looked up again next time
+		g.mu.Unlock()
+		return 0, false
+	}
+	return last, true
+}
+
 func newGroupCommit(dir string) *GroupCommit {
-	g := &GroupCommit{dir: dir, streams: map[string]*streamSync{}, fsync: fsyncPath}
+	g := &GroupCommit{dir: dir, streams: map[string]*streamSync{}, accounts: map[string]string{}, fsync: fsyncPath}
 	if w, err := newDirWatcher(); err == nil {
 		g.watcher = w
 	}

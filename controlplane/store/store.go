@@ -734,6 +734,10 @@ func (s *Store) cache(ctx context.Context, r Resource, filter string) (*watchCac
 	}
 	c := newWatchCache(r, kv, filter, s.cfg.WatchCacheEvents, s.cfg.WatchCacheBytes, s.cfg.WatchBookmarkInterval)
 	c.bindOnly = s.cfg.BindOnly
+	if gc := s.cfg.GroupCommit; gc != nil {
+		stream := "KV_" + r.Bucket()
+		c.latest = func() (uint64, bool) { return gc.LastSequence(stream) }
+	}
 	c.transform = func(key string, data []byte) ([]byte, error) {
 		out, _, err := s.fromStorage(c.ctx, r, key, data)
 		return out, err

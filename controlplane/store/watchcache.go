@@ -104,6 +104,10 @@ type watchCache struct {
 	budget   int // encoded bytes of kept events at most
 	bookmark time.Duration
 	bindOnly bool // Config.BindOnly: never purge
+	// latest reads the bucket's latest revision in process (the embedded
+	// server's state through Config.GroupCommit); nil, or false from it:
+	// a JetStream API request (latestRevision).
+	latest func() (uint64, bool)
 	// transform turns a stored value into the encoded object (decryption
 	// at rest, see transform.go); nil: values are stored as they are.
 	transform func(key string, data []byte) ([]byte, error)
@@ -392,7 +396,7 @@ func (c *watchCache) waitFresh(ctx context.Context) error {
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
-	latest, err := latestRevision(ctx, c.kv)
+	latest, err := c.latestRevision(ctx)
 	if err != nil {
 		return fmt.Errorf("store: %s latest revision: %w", c.r.Bucket(), err)
 	}
@@ -411,6 +415,27 @@ func (c *watchCache) waitFresh(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// latestRevision returns the bucket's latest revision: in process when
+// c.latest knows it, else from the stream's info.
+func (c *watchCache) latestRevision(ctx context.Context) (uint64, error) {
+	if c.latest != nil {
+		if rev, ok := c.latest(); ok {
+			return rev, nil
+		}
+	}
+	return latestRevision(ctx, c.kv)
+}
+
+// inProcess reports whether c reads the latest revision in process, so a
+// consistent read from it costs no round trip to the server.
+func (c *watchCache) inProcess() bool {
+	if c.latest == nil {
+		return false
+	}
+	_, ok := c.latest()
+	return ok
 }
 
 // TooLargeResourceVersionWait is how long a read or watch from a
@@ -951,4 +976,28 @@ func (s *Store) GetCached(ctx context.Context, r Resource, namespace, name strin
 		return o.DeepCopyObject().(Object), nil
 	}
 	return s.Get(ctx, r, namespace, name)
+}
+
+// GetConsistent returns namespace/name as Get does, as of the bucket's
+// latest revision when the call started (every write acknowledged
+// before it), but from r's watch cache once the cache has applied that
+// revision, as Kubernetes' consistent reads from cache: the latest
+// revision is read in process from the embedded server (Config
+// GroupCommit), so the read costs no request to NATS. Without an
+// embedded server it is Get. Returns NotFound.
+func (s *Store) GetConsistent(ctx context.Context, r Resource, namespace, name string) (Object, error) {
+	c, err := s.cache(ctx, r, "")
+	if err != nil {
+		return nil, err
+	}
+	if !c.inProcess() {
+		return s.Get(ctx, r, namespace, name)
+	}
+	if err := c.waitFresh(ctx); err != nil {
+		return nil, err
+	}
+	if o := c.object(s.key(r, namespace, name)); o != nil {
+		return o.DeepCopyObject().(Object), nil
+	}
+	return nil, apierrors.NewNotFound(r.GroupResource(), name)
 }
