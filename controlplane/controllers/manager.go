@@ -22,6 +22,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/eventttl"
 	"github.com/orca-edge/orca/controlplane/controllers/gc"
 	"github.com/orca-edge/orca/controlplane/controllers/namespace"
+	"github.com/orca-edge/orca/controlplane/controllers/nodeipam"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/controllers/podgc"
@@ -75,6 +76,12 @@ type Config struct {
 	// controllers of one orca-server hold one cache per resource. Nil: the
 	// Manager builds its own and runs them in Run.
 	Informers *store.SharedInformers
+	// ClusterCIDR, when set, runs the node IPAM controller (nodeipam):
+	// every Node without spec.podCIDR gets a subnet of NodeCIDRMaskSize
+	// bits (default 24) from it, as kube-controller-manager's
+	// --allocate-node-cidrs with --cluster-cidr. Empty: no allocation.
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
 }
 
 // Manager runs the controllers over shared informers.
@@ -147,6 +154,16 @@ func New(cfg Config) (*Manager, error) {
 		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
 		{csr.ApproverName, wrap(csr.NewApprover(s, reg, csrs).Run)},
 		{tokencleaner.Name, wrap(tokencleaner.New(s, reg, 0).Run)},
+	}
+	if cfg.ClusterCIDR != "" {
+		if cfg.NodeCIDRMaskSize == 0 {
+			cfg.NodeCIDRMaskSize = nodeipam.DefaultNodeCIDRMaskSize
+		}
+		rng, err := nodeipam.ParseRange(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
+		if err != nil {
+			return nil, fmt.Errorf("controllers: %w", err)
+		}
+		m.controllers = append(m.controllers, namedRunner{nodeipam.Name, wrap(nodeipam.New(s, reg, nodes, rng).Run)})
 	}
 	if cfg.RootCA != nil {
 		cms := inf(store.ConfigMaps)

@@ -24,6 +24,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/apiserver"
 	"github.com/orca-edge/orca/controlplane/controllers"
 	"github.com/orca-edge/orca/controlplane/controllers/csr"
+	"github.com/orca-edge/orca/controlplane/controllers/nodeipam"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/scheduler"
@@ -41,8 +42,13 @@ type options struct {
 	groupCommit bool
 	apiAddr     string
 	serviceCIDR string
-	apiserver   bool
-	scheduler   bool
+	// clusterCIDR, nodeCIDRMaskSize and allocateNodeCIDRs are
+	// kube-controller-manager's (k3s's defaults): the node IPAM controller.
+	clusterCIDR       string
+	nodeCIDRMaskSize  int
+	allocateNodeCIDRs bool
+	apiserver         bool
+	scheduler         bool
 	// disableScheduler is k3s's --disable-scheduler: the server runs
 	// without its scheduler (pods stay Pending), whatever --scheduler says.
 	disableScheduler bool
@@ -105,6 +111,9 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.BoolVar(&o.groupCommit, "nats-group-commit", true, "embedded NATS with --nats-sync-always: the store fsyncs, one fsync for the writes waiting together (group commit); false: the NATS server fsyncs each write in turn (JetStream's sync_always)")
 	f.StringVar(&o.apiAddr, "apiserver-addr", "127.0.0.1:6443", "address the REST apiserver listens on")
 	f.StringVar(&o.serviceCIDR, "service-cidr", "127.96.0.0/16", "range Service ClusterIPs are allocated from (loopback, so every node reaches them)")
+	f.StringVar(&o.clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range of pod IPs: each Node gets a subnet of it in spec.podCIDR (with --allocate-node-cidrs)")
+	f.IntVar(&o.nodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each Node's subnet of --cluster-cidr (24: 254 pods per node, 256 nodes in a /16)")
+	f.BoolVar(&o.allocateNodeCIDRs, "allocate-node-cidrs", true, "give every Node without spec.podCIDR a subnet of --cluster-cidr (the controllers' node IPAM)")
 	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
 	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
 	f.BoolVar(&o.disableScheduler, "disable-scheduler", false, "do not run the scheduler: pods stay Pending until a scheduler runs (k3s's flag; the same as --scheduler=false)")
@@ -299,7 +308,11 @@ func run(ctx context.Context, o options) error {
 		g.Go(func() error { return sched.Run(ctx) })
 	}
 	if o.controllers {
-		cm, err := controllers.New(controllers.Config{Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
+		clusterCIDR := ""
+		if o.allocateNodeCIDRs {
+			clusterCIDR = o.clusterCIDR
+		}
+		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
 			RootCA: rootCA(sec), ClusterSigningCA: &csr.CA{Cert: sec.CA.Cert, Key: sec.CA.Key}, ClusterSigningDuration: o.clusterSigningDuration})
 		if err != nil {
 			return err
