@@ -262,7 +262,7 @@ func New(cfg Config) (*Agent, error) {
 	a.tokens = newTokenManager(cfg.API.CreateToken)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
-		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, Logger: a.log})
+		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, Logger: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 		}

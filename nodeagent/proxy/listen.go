@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -21,8 +20,10 @@ const listenRetryMax = 30 * time.Second
 // serving it. An address another service port of this proxy holds is
 // refused: SO_REUSEPORT would let the bind succeed and balance one address
 // over two Services. Errors name the service port, the address and the
-// reason. p.mu must be held.
-func (p *Proxy) listen(ctx context.Context, sp *servicePort, addr string) (io.Closer, error) {
+// reason. External listeners (externalIPs, LoadBalancer ingress IPs) are
+// bound with IP_FREEBIND on Linux: the address may not be on this node
+// (yet); traffic arrives once it is. p.mu must be held.
+func (p *Proxy) listen(ctx context.Context, sp *servicePort, addr string, external bool) (*listener, error) {
 	network := "tcp"
 	if sp.protocol == corev1.ProtocolUDP {
 		network = "udp"
@@ -30,21 +31,27 @@ func (p *Proxy) listen(ctx context.Context, sp *servicePort, addr string) (io.Cl
 	if other := p.holder(sp.protocol, addr); other != nil {
 		return nil, fmt.Errorf("service port %s: listen %s %s: address already used by service port %s", sp.key, network, addr, other.key)
 	}
-	lc := listenConfig()
+	lc := listenConfig(external && !p.isNodePortAddr(addr))
 	if sp.protocol == corev1.ProtocolUDP {
 		pc, err := lc.ListenPacket(ctx, network, addr)
 		if err != nil {
 			return nil, fmt.Errorf("service port %s: %w", sp.key, err)
 		}
-		go p.serveUDP(pc, sp)
-		return pc, nil
+		go p.serveUDP(pc, sp, external)
+		return &listener{Closer: pc, external: external}, nil
 	}
 	l, err := lc.Listen(ctx, network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("service port %s: %w", sp.key, err)
 	}
-	go p.serve(ctx, l, sp)
-	return l, nil
+	go p.serve(ctx, l, sp, external)
+	return &listener{Closer: l, external: external}, nil
+}
+
+// isNodePortAddr reports whether addr is on the NodePort address.
+func (p *Proxy) isNodePortAddr(addr string) bool {
+	h, _, _ := net.SplitHostPort(addr)
+	return p.cfg.NodePortAddress != "" && h == p.cfg.NodePortAddress
 }
 
 // holder returns the service port with a listener of protocol on addr, or

@@ -7,4 +7,4 @@ import "net"
 // listenConfig returns the configuration of Service listeners: the
 // defaults, since SO_REUSEPORT balances connections only on Linux; a second
 // agent on the host fails to bind, logs it and retries (see listen.go).
-func listenConfig() *net.ListenConfig { return &net.ListenConfig{} }
+func listenConfig(bool) *net.ListenConfig { return &net.ListenConfig{} }

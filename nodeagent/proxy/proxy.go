@@ -1,10 +1,41 @@
 // Package proxy is the node agent's L4 service proxy, the part of
-// kube-proxy orca needs: for every Service port it listens on the Service's
-// ClusterIP (127.96.0.0/16, local on Linux without configuration) and, for
-// NodePort and LoadBalancer Services, on the node's address at the
-// nodePort; each new TCP connection (or UDP flow, see udp.go) goes to the
-// next ready endpoint of the Endpoints object, round-robin, on any node.
-// SCTP ports are skipped.
+// kube-proxy orca needs: for every TCP or UDP Service port it listens on
+// the Service's ClusterIP (ClusterIPs go on a local dummy interface, see
+// Config.ServiceInterface; loopback ClusterIPs need none), on each of
+// spec.externalIPs and the LoadBalancer's status.loadBalancer.ingress IPs
+// at the port, and, for NodePort and LoadBalancer Services, on the node's
+// address at the nodePort. SCTP ports are skipped.
+//
+// # Service semantics (as kube-proxy's)
+//
+// Endpoints come from the Service's EndpointSlices (label
+// kubernetes.io/service-name), or, while it has none, from its Endpoints
+// object (addresses ready, notReadyAddresses not). Each new TCP
+// connection, or new UDP flow (see udp.go), goes to the next endpoint,
+// round-robin, on any node:
+//
+//   - only ready, non-terminating endpoints get new connections; when
+//     there are none, the serving terminating ones do (KEP-1669), and
+//     not-ready ones never;
+//   - an endpoint that turns terminating, or leaves the EndpointSlices,
+//     drains: its established TCP connections run on until they end, no
+//     new one goes to it;
+//   - a failed dial (refused, or DialTimeout) is retried on the next
+//     endpoint, up to maxDialAttempts (4) endpoints, before the client's
+//     connection is closed;
+//   - a UDP flow whose endpoint stops serving (gone, or serving=false) is
+//     dropped at once: the client's next datagram starts a new flow to a
+//     current endpoint; with no endpoints nothing is forwarded;
+//   - sessionAffinity: ClientIP sends a client IP's new connections and
+//     flows to the endpoint it used last while it comes back within
+//     sessionAffinityConfig.clientIP.timeoutSeconds (default 10800) of its
+//     last connection and that endpoint still takes new connections;
+//   - internalTrafficPolicy: Local restricts ClusterIP listeners, and
+//     externalTrafficPolicy: Local the NodePort, externalIPs and
+//     LoadBalancer listeners, to endpoints on this node (Config.NodeName);
+//     without one, their connections are closed and datagrams dropped, as
+//     kube-proxy drops them. The client source address is not preserved
+//     either way: the proxy is a user-space relay.
 //
 // A listener that cannot be opened (the address is taken by another
 // program, or by another Service port of this proxy) is logged with its
@@ -60,6 +91,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -75,6 +108,10 @@ type Config struct {
 	// NodePortAddress is the address NodePorts listen on; "" disables
 	// NodePorts.
 	NodePortAddress string
+	// NodeName is this node's name, against which the Local traffic
+	// policies match endpoints' nodeName. "": the policies are ignored
+	// (every endpoint counts as local).
+	NodeName string
 	// DialTimeout bounds each dial of an endpoint; on failure the next
 	// endpoint is tried. Default 2s.
 	DialTimeout time.Duration
@@ -88,6 +125,7 @@ type Proxy struct {
 	log       *slog.Logger
 	services  *store.Informer
 	endpoints *store.Informer
+	slices    *store.Informer
 	queue     workqueue.TypedRateLimitingInterface[string]
 
 	mu    sync.Mutex              // guards ports
@@ -97,21 +135,74 @@ type Proxy struct {
 // servicePort is one port of one Service: its listeners and backends.
 type servicePort struct {
 	key       string
-	protocol  corev1.Protocol          // TCP or UDP
-	backends  atomic.Pointer[[]string] // "ip:port" of ready endpoints
+	protocol  corev1.Protocol // TCP or UDP
+	backends  atomic.Pointer[backendSet]
+	affinity  atomic.Pointer[affinity] // nil without sessionAffinity
 	next      atomic.Uint64
-	listeners map[string]io.Closer // listen address -> net.Listener or net.PacketConn; Proxy.mu
+	listeners map[string]*listener // listen address -> listener; Proxy.mu
+
+	flowsMu sync.Mutex
+	flows   map[*udpFlow]struct{} // live UDP flows of every listener
 }
 
-// pick returns the backends starting at the next round-robin position.
-func (sp *servicePort) pick() []string {
-	bp := sp.backends.Load()
-	if bp == nil || len(*bp) == 0 {
+// listener is one open listen address of a servicePort.
+type listener struct {
+	io.Closer // net.Listener or net.PacketConn
+	// external: a NodePort, externalIP or LoadBalancer address
+	// (externalTrafficPolicy), else the ClusterIP (internalTrafficPolicy).
+	external bool
+}
+
+// pick returns the endpoints a new connection from client (nil: unknown)
+// on an external or internal listener tries, in order: the affinity
+// endpoint first, then round-robin from the next position.
+func (sp *servicePort) pick(client net.Addr, external bool) []string {
+	bs := sp.backends.Load()
+	if bs == nil {
 		return nil
 	}
-	b := *bp
+	b := bs.internal
+	if external {
+		b = bs.external
+	}
+	if len(b) == 0 {
+		return nil
+	}
 	start := int((sp.next.Add(1) - 1) % uint64(len(b)))
-	return append(append([]string{}, b[start:]...), b[:start]...)
+	out := append(append(make([]string, 0, len(b)), b[start:]...), b[:start]...)
+	if a := sp.affinity.Load(); a != nil && client != nil {
+		if addr := a.lookup(clientIP(client), time.Now()); addr != "" {
+			for i, o := range out {
+				if o == addr {
+					copy(out[1:i+1], out[:i])
+					out[0] = addr
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// chose records that client's connection went to addr, for affinity.
+func (sp *servicePort) chose(client net.Addr, addr string) {
+	if a := sp.affinity.Load(); a != nil && client != nil {
+		a.record(clientIP(client), addr, time.Now())
+	}
+}
+
+// setBackends installs bs and drops the UDP flows to endpoints no longer
+// serving.
+func (sp *servicePort) setBackends(bs *backendSet) {
+	sp.backends.Store(bs)
+	sp.flowsMu.Lock()
+	defer sp.flowsMu.Unlock()
+	for f := range sp.flows {
+		if !bs.serving[f.endpoint] {
+			f.kill()
+			delete(sp.flows, f)
+		}
+	}
 }
 
 // Listener describes one open listener, for tests and diagnostics.
@@ -140,6 +231,7 @@ func New(cfg Config) (*Proxy, error) {
 		log:       cfg.Logger.With("component", "proxy"),
 		services:  store.NewInformer(cfg.Store, store.Services),
 		endpoints: store.NewInformer(cfg.Store, store.Endpoints),
+		slices:    store.NewInformer(cfg.Store, store.EndpointSlices),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, listenRetryMax)),
 		ports: map[string]*servicePort{},
@@ -171,15 +263,25 @@ func (p *Proxy) Listeners() []Listener {
 func (p *Proxy) Run(ctx context.Context) error {
 	enqueue := func(o store.Object) { p.queue.Add(store.KeyOf(o)) }
 	h := store.Handler{OnAdd: enqueue, OnUpdate: func(_, o store.Object) { enqueue(o) }, OnDelete: enqueue}
+	enqueueSlice := func(o store.Object) {
+		if svc := o.GetLabels()[discoveryv1.LabelServiceName]; svc != "" {
+			p.queue.Add(o.GetNamespace() + "/" + svc)
+		}
+	}
 	p.services.AddHandler(h)
 	p.endpoints.AddHandler(h)
+	p.slices.AddHandler(store.Handler{OnAdd: enqueueSlice, OnDelete: enqueueSlice, OnUpdate: func(old, o store.Object) {
+		enqueueSlice(old)
+		enqueueSlice(o)
+	}})
 	go p.services.Run(ctx)
 	go p.endpoints.Run(ctx)
+	go p.slices.Run(ctx)
 	go func() {
 		<-ctx.Done()
 		p.queue.ShutDown()
 	}()
-	if !p.services.WaitForSync(ctx) || !p.endpoints.WaitForSync(ctx) {
+	if !p.services.WaitForSync(ctx) || !p.endpoints.WaitForSync(ctx) || !p.slices.WaitForSync(ctx) {
 		p.closeAll()
 		return nil
 	}
@@ -223,14 +325,24 @@ func splitPortKey(k string) (svc, port string) {
 	return k, ""
 }
 
+// portState is what sync wants of one Service port.
+type portState struct {
+	protocol corev1.Protocol
+	addrs    map[string]bool // listen address -> external
+	backends *backendSet
+	affinity time.Duration
+}
+
 // sync converges the listeners and backends of Service key ("ns/name").
 func (p *Proxy) sync(ctx context.Context, key string) error {
 	ns, name := splitNamespaced(key)
-	want := map[string]map[string]bool{}      // port key -> listen addresses
-	protocols := map[string]corev1.Protocol{} // port key -> protocol
-	backends := map[string][]string{}         // port key -> endpoints
+	want := map[string]*portState{} // port key -> state
 	if obj, ok := p.services.Get(ns, name); ok {
 		svc := obj.(*corev1.Service)
+		var slices []*discoveryv1.EndpointSlice
+		for _, o := range p.slices.List(ns, labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})) {
+			slices = append(slices, o.(*discoveryv1.EndpointSlice))
+		}
 		var ep *corev1.Endpoints
 		if o, ok := p.endpoints.Get(ns, name); ok {
 			ep = o.(*corev1.Endpoints)
@@ -244,17 +356,32 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				p.log.Debug("service port skipped: only TCP and UDP are proxied", "service", key, "port", sp.Name, "protocol", sp.Protocol)
 				continue
 			}
-			pk := portKey(key, sp.Name)
-			protocols[pk] = proto
 			addrs := map[string]bool{}
+			port := strconv.Itoa(int(sp.Port))
 			if ip := svc.Spec.ClusterIP; p.cfg.BindClusterIPs && ip != "" && ip != corev1.ClusterIPNone {
-				addrs[net.JoinHostPort(ip, strconv.Itoa(int(sp.Port)))] = true
+				addrs[net.JoinHostPort(ip, port)] = false
+			}
+			for _, ip := range svc.Spec.ExternalIPs {
+				addrs[net.JoinHostPort(ip, port)] = true
+			}
+			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				for _, in := range svc.Status.LoadBalancer.Ingress {
+					if in.IP != "" {
+						addrs[net.JoinHostPort(in.IP, port)] = true
+					}
+				}
 			}
 			if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && sp.NodePort != 0 && p.cfg.NodePortAddress != "" {
 				addrs[net.JoinHostPort(p.cfg.NodePortAddress, strconv.Itoa(int(sp.NodePort)))] = true
 			}
-			want[pk] = addrs
-			backends[pk] = endpointsFor(ep, sp.Name, proto)
+			var eps []endpoint
+			if len(slices) > 0 {
+				eps = sliceEndpoints(slices, sp.Name, proto)
+			} else {
+				eps = endpointsEndpoints(ep, sp.Name, proto)
+			}
+			want[portKey(key, sp.Name)] = &portState{protocol: proto, addrs: addrs,
+				backends: newBackendSet(eps, svc, p.cfg.NodeName), affinity: affinityTimeout(svc)}
 		}
 	}
 
@@ -270,35 +397,41 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				l.Close()
 				delete(sp.listeners, a)
 			}
+			sp.setBackends(&backendSet{})
 			delete(p.ports, pk)
 		}
 	}
-	for pk, addrs := range want {
+	for pk, st := range want {
 		sp, ok := p.ports[pk]
-		if ok && sp.protocol != protocols[pk] {
+		if ok && sp.protocol != st.protocol {
 			for a, l := range sp.listeners {
 				l.Close()
 				delete(sp.listeners, a)
 			}
+			sp.setBackends(&backendSet{})
 			ok = false
 		}
 		if !ok {
-			sp = &servicePort{key: pk, protocol: protocols[pk], listeners: map[string]io.Closer{}}
+			sp = &servicePort{key: pk, protocol: st.protocol, listeners: map[string]*listener{}, flows: map[*udpFlow]struct{}{}}
 			p.ports[pk] = sp
 		}
-		b := backends[pk]
-		sp.backends.Store(&b)
+		if a := sp.affinity.Load(); st.affinity == 0 {
+			sp.affinity.Store(nil)
+		} else if a == nil || a.timeout != st.affinity {
+			sp.affinity.Store(&affinity{timeout: st.affinity, m: map[string]affinityEntry{}})
+		}
+		sp.setBackends(st.backends)
 		for a, l := range sp.listeners {
-			if !addrs[a] {
+			if ext, ok := st.addrs[a]; !ok || ext != l.external {
 				l.Close()
 				delete(sp.listeners, a)
 			}
 		}
-		for a := range addrs {
+		for a, ext := range st.addrs {
 			if _, ok := sp.listeners[a]; ok {
 				continue
 			}
-			l, err := p.listen(ctx, sp, a)
+			l, err := p.listen(ctx, sp, a, ext)
 			if err != nil {
 				errs = append(errs, err) // Run logs it and requeues key
 				continue
@@ -319,35 +452,10 @@ func splitNamespaced(key string) (ns, name string) {
 	return "", key
 }
 
-// endpointsFor returns the ready "ip:port" endpoints of service port sp:
-// the subset ports of the same name (an unnamed single port is named ""),
-// as kube-proxy matches them.
-func endpointsFor(ep *corev1.Endpoints, portName string, proto corev1.Protocol) []string {
-	if ep == nil {
-		return nil
-	}
-	var out []string
-	for _, ss := range ep.Subsets {
-		for _, port := range ss.Ports {
-			pp := port.Protocol
-			if pp == "" {
-				pp = corev1.ProtocolTCP
-			}
-			if port.Name != portName || pp != proto {
-				continue
-			}
-			for _, a := range ss.Addresses {
-				out = append(out, net.JoinHostPort(a.IP, strconv.Itoa(int(port.Port))))
-			}
-		}
-	}
-	return out
-}
-
 // serve accepts connections on l until it is closed. Other Accept errors
 // (out of file descriptors) are logged and retried after a pause, so that
 // the listener does not stay open with nobody accepting.
-func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort) {
+func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort, external bool) {
 	var pause time.Duration
 	for {
 		c, err := l.Accept()
@@ -361,21 +469,26 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort) {
 			continue
 		}
 		pause = 0
-		go p.handle(ctx, c, sp)
+		go p.handle(ctx, c, sp, external)
 	}
 }
 
-// handle connects c to the next ready endpoint (round-robin, trying the
-// following ones when a dial fails) and copies both ways, closing each
+// handle connects c to an endpoint (see pick; a failed dial moves on to
+// the next, up to maxDialAttempts) and copies both ways, closing each
 // direction's write side when its source ends. Without endpoints (or when
 // every dial fails) c is closed at once.
-func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort) {
+func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, external bool) {
 	var up net.Conn
-	for _, addr := range sp.pick() {
+	client := c.RemoteAddr()
+	for i, addr := range sp.pick(client, external) {
+		if i == maxDialAttempts {
+			break
+		}
 		d := net.Dialer{Timeout: p.cfg.DialTimeout}
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			up = conn
+			sp.chose(client, addr)
 			break
 		}
 		p.log.Debug("dial endpoint failed", "service", sp.key, "endpoint", addr, "err", err)

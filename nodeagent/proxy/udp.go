@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,14 +14,23 @@ const UDPIdleTimeout = 30 * time.Second
 
 // udpFlow relays one client's datagrams to one endpoint.
 type udpFlow struct {
-	up   net.Conn
-	last time.Time // last packet either way; serveUDP's mu must be held
+	endpoint string // "ip:port"
+	up       net.Conn
+	last     time.Time // last packet either way; serveUDP's mu must be held
+	dead     atomic.Bool
 }
 
-// serveUDP relays datagrams on pc: each new client address is assigned the
-// next endpoint (round-robin) for the life of its flow; replies go back
-// from pc. Without endpoints, datagrams are dropped.
-func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort) {
+// kill ends the flow: its next datagram from the client starts a new one
+// (as kube-proxy's conntrack cleanup of a removed UDP endpoint).
+func (f *udpFlow) kill() {
+	f.dead.Store(true)
+	f.up.Close()
+}
+
+// serveUDP relays datagrams on pc: each new client address is assigned an
+// endpoint (pick: affinity, else round-robin) for the life of its flow;
+// replies go back from pc. Without endpoints, datagrams are dropped.
+func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort, external bool) {
 	var mu sync.Mutex // guards flows and each flow's last
 	flows := map[string]*udpFlow{}
 	defer func() {
@@ -44,59 +54,110 @@ func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort) {
 			continue
 		}
 		pause = 0
+		ckey := client.String()
 		mu.Lock()
-		f := flows[client.String()]
+		f := flows[ckey]
+		if f != nil && f.dead.Load() {
+			delete(flows, ckey)
+			f = nil
+		}
 		if f != nil {
 			f.last = time.Now()
 		}
 		mu.Unlock()
 		if f == nil {
-			backends := sp.pick()
-			if len(backends) == 0 {
+			f = p.newUDPFlow(pc, sp, client, external, &mu, flows)
+			if f == nil {
 				continue
 			}
-			up, err := net.Dial("udp", backends[0])
-			if err != nil {
-				p.log.Debug("dial udp endpoint failed", "service", sp.key, "endpoint", backends[0], "err", err)
-				continue
-			}
-			f = &udpFlow{up: up, last: time.Now()}
-			mu.Lock()
-			flows[client.String()] = f
-			mu.Unlock()
-			go func(client net.Addr) {
-				defer func() {
-					mu.Lock()
-					delete(flows, client.String())
-					mu.Unlock()
-					up.Close()
-				}()
-				rbuf := make([]byte, 64<<10)
-				for {
-					up.SetReadDeadline(time.Now().Add(UDPIdleTimeout))
-					n, err := up.Read(rbuf)
-					if err != nil {
-						if ne, ok := err.(net.Error); ok && ne.Timeout() {
-							mu.Lock()
-							idle := time.Since(f.last) >= UDPIdleTimeout
-							mu.Unlock()
-							if !idle {
-								continue
-							}
-						}
-						return
-					}
-					mu.Lock()
-					f.last = time.Now()
-					mu.Unlock()
-					if _, err := pc.WriteTo(rbuf[:n], client); err != nil {
-						return
-					}
-				}
-			}(client)
 		}
 		if _, err := f.up.Write(buf[:n]); err != nil {
 			p.log.Debug("udp write to endpoint failed", "service", sp.key, "err", err)
 		}
 	}
+}
+
+// newUDPFlow opens a flow from client to the first endpoint pick gives
+// that can be dialled, registers it in flows and in sp (so that it is
+// dropped when its endpoint goes), and starts relaying its replies. It
+// returns nil when there is no endpoint.
+func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, external bool, mu *sync.Mutex, flows map[string]*udpFlow) *udpFlow {
+	var f *udpFlow
+	for i, addr := range sp.pick(client, external) {
+		if i == maxDialAttempts {
+			break
+		}
+		up, err := net.Dial("udp", addr)
+		if err != nil {
+			p.log.Debug("dial udp endpoint failed", "service", sp.key, "endpoint", addr, "err", err)
+			continue
+		}
+		f = &udpFlow{endpoint: addr, up: up, last: time.Now()}
+		break
+	}
+	if f == nil {
+		return nil
+	}
+	// Register with sp first: a backend change from now on drops the flow;
+	// one that came between pick and here is caught by the check below.
+	sp.flowsMu.Lock()
+	sp.flows[f] = struct{}{}
+	sp.flowsMu.Unlock()
+	if bs := sp.backends.Load(); bs == nil || !bs.serving[f.endpoint] {
+		sp.flowsMu.Lock()
+		delete(sp.flows, f)
+		sp.flowsMu.Unlock()
+		f.up.Close()
+		return nil
+	}
+	sp.chose(client, f.endpoint)
+	ckey := client.String()
+	mu.Lock()
+	flows[ckey] = f
+	mu.Unlock()
+	go func() {
+		defer func() {
+			mu.Lock()
+			if flows[ckey] == f {
+				delete(flows, ckey)
+			}
+			mu.Unlock()
+			sp.flowsMu.Lock()
+			delete(sp.flows, f)
+			sp.flowsMu.Unlock()
+			f.up.Close()
+		}()
+		rbuf := make([]byte, 64<<10)
+		for {
+			f.up.SetReadDeadline(time.Now().Add(UDPIdleTimeout))
+			n, err := f.up.Read(rbuf)
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() && !f.dead.Load() {
+					mu.Lock()
+					idle := time.Since(f.last) >= UDPIdleTimeout
+					mu.Unlock()
+					if !idle {
+						continue
+					}
+				}
+				if f.dead.Load() {
+					return
+				}
+				// A refused reply (ICMP port unreachable) ends the flow too,
+				// so that the next datagram picks another endpoint.
+				f.dead.Store(true)
+				return
+			}
+			if f.dead.Load() {
+				return // no reply from an endpoint that left
+			}
+			mu.Lock()
+			f.last = time.Now()
+			mu.Unlock()
+			if _, err := pc.WriteTo(rbuf[:n], client); err != nil {
+				return
+			}
+		}
+	}()
+	return f
 }
