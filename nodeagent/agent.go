@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/events"
 	"github.com/orca-edge/orca/controlplane/store"
+	clusterdns "github.com/orca-edge/orca/nodeagent/dns"
 	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/nodeagent/proxy"
 	"github.com/orca-edge/orca/runtimes"
@@ -110,6 +112,25 @@ type Config struct {
 	// a namespace of its own, reached through its host ports, and the
 	// pod's IP is the node's.
 	PodNetwork *podnet.Config
+	// DNS, when set, runs the cluster DNS server (nodeagent/dns) in the
+	// agent with it; its Store defaults to Store and its ClusterDomain
+	// to ClusterDomain. A server that cannot bind is logged; the agent
+	// runs on without it. Nil: no DNS server.
+	DNS *clusterdns.Config
+	// ClusterDomain is the cluster's DNS domain, the kubelet's
+	// --cluster-domain: container pods' search domains under dnsPolicy
+	// ClusterFirst. Default "cluster.local".
+	ClusterDomain string
+	// ClusterDNS are the nameserver IPs of container pods under dnsPolicy
+	// ClusterFirst, the kubelet's --cluster-dns. Default: the host of
+	// DNS.Listen when DNS is set. Empty: ClusterFirst pods get the node's
+	// resolv.conf, as the kubelet without clusterDNS.
+	ClusterDNS []string
+	// ResolvConf is the node's resolv.conf, the kubelet's --resolv-conf:
+	// the nameservers and search domains of dnsPolicy Default (and of
+	// ClusterFirst's host search domains). Default "/etc/resolv.conf";
+	// missing: none.
+	ResolvConf string
 	// BackoffBase is the first crash-loop back-off; it doubles up to
 	// BackoffMax. Defaults 10s and 5m, as the kubelet's.
 	BackoffBase, BackoffMax time.Duration
@@ -160,6 +181,7 @@ type Agent struct {
 	nodePods *store.Informer
 	rcs      *store.Informer
 	proxy    *proxy.Proxy
+	dns      *clusterdns.Server
 
 	pods     *podManager
 	podnet   *podnet.Network // nil: no pod network; set by Run before the pod workers start
@@ -217,6 +239,17 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.NodeStatusUpdateFrequency <= 0 {
 		cfg.NodeStatusUpdateFrequency = cfg.HeartbeatInterval
 	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = clusterdns.DefaultClusterDomain
+	}
+	if len(cfg.ClusterDNS) == 0 && cfg.DNS != nil {
+		if host, _, err := net.SplitHostPort(cfg.DNS.Listen); err == nil && host != "" {
+			cfg.ClusterDNS = []string{host}
+		}
+	}
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = "/etc/resolv.conf"
+	}
 	if cfg.NodePortAddress == "" {
 		cfg.NodePortAddress = cfg.NodeIP
 	}
@@ -268,8 +301,29 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.proxy = p
 	}
+	if cfg.DNS != nil {
+		dc := *cfg.DNS
+		if dc.Store == nil {
+			dc.Store = cfg.Store
+		}
+		if dc.ClusterDomain == "" {
+			dc.ClusterDomain = cfg.ClusterDomain
+		}
+		if dc.Logger == nil {
+			dc.Logger = a.log
+		}
+		d, err := clusterdns.New(dc)
+		if err != nil {
+			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
+		}
+		a.dns = d
+	}
 	return a, nil
 }
+
+// DNS returns the agent's cluster DNS server, or nil when Config.DNS is
+// nil.
+func (a *Agent) DNS() *clusterdns.Server { return a.dns }
 
 // Proxy returns the agent's service proxy, or nil when Config.Proxy is off.
 func (a *Agent) Proxy() *proxy.Proxy { return a.proxy }
@@ -320,6 +374,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		goRun(func() {
 			if err := a.proxy.Run(ctx); err != nil && ctx.Err() == nil {
 				a.log.Error("service proxy stopped", "err", err)
+			}
+		})
+	}
+
+	if a.dns != nil {
+		goRun(func() {
+			if err := a.dns.Run(ctx); err != nil {
+				a.log.Error("cluster DNS server not running", "err", err)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,6 +26,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/nodeagent"
+	clusterdns "github.com/orca-edge/orca/nodeagent/dns"
 	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/runtimes"
 	containerdruntime "github.com/orca-edge/orca/runtimes/containerd"
@@ -53,6 +55,11 @@ type options struct {
 	privileged        bool
 	volumeSync        time.Duration
 	podNet            podNetOptions
+	// cluster DNS (nodeagent/dns) and pods' resolv.conf
+	clusterDomain string
+	clusterDNS    []string
+	dnsAddress    string
+	resolvConf    string
 	// images: see the README's Images section
 	insecureRegistries []string
 	imageGCHigh        int
@@ -85,6 +92,19 @@ func (p podNetOptions) config() *podnet.Config {
 		return nil
 	}
 	return &podnet.Config{PodCIDR: p.cidr, Bridge: p.bridge, PluginDirs: p.pluginDirs, DisableIPMasq: !p.masquerade}
+}
+
+// dnsConfig is the cluster DNS server's configuration, nil with
+// --dns-address=off.
+func (o options) dnsConfig() *clusterdns.Config {
+	addr := o.dnsAddress
+	switch addr {
+	case "off":
+		return nil
+	case "":
+		addr = net.JoinHostPort(o.nodeIP, "53")
+	}
+	return &clusterdns.Config{Listen: addr, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf}
 }
 
 func main() {
@@ -131,6 +151,10 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.podNet.bridge, "pod-bridge", podnet.DefaultBridge, "name of the node bridge of the pod network")
 	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
 	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
+	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, as the kubelet's: the zone the agent's DNS server answers and container pods' search domains")
+	f.StringVar(&o.dnsAddress, "dns-address", "", "host:port the agent's cluster DNS server listens on, UDP and TCP (default: --node-ip:53); \"off\": no DNS server")
+	f.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "nameserver IPs of container pods with dnsPolicy ClusterFirst, as the kubelet's (default: the host of --dns-address, this agent's own server; pods always ask on port 53)")
+	f.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolv.conf, as the kubelet's: pods with dnsPolicy Default get its nameservers and search domains, and the DNS server forwards names outside --cluster-domain to its nameservers")
 	f.StringSliceVar(&o.insecureRegistries, "insecure-registries", nil, "registry hosts (host:port, as image references name them) pulled from over plain HTTP; loopback registries always are")
 	f.IntVar(&o.imageGCHigh, "image-gc-high-threshold", nodeagent.DefaultImageGCHighThresholdPercent, "percent of the image filesystem in use at which unused images are removed, as the kubelet's; 100 turns image garbage collection off")
 	f.IntVar(&o.imageGCLow, "image-gc-low-threshold", nodeagent.DefaultImageGCLowThresholdPercent, "percent of the image filesystem in use that image garbage collection frees down to; 1 to 99, below the high threshold")
@@ -230,6 +254,7 @@ func run(ctx context.Context, o options) error {
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(),
+		DNS:        o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,342 @@
+package dns
+
+import (
+	"net"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// maxCNAMEChain bounds ExternalName chains inside the zone.
+const maxCNAMEChain = 8
+
+// serveDNS answers one query: names under the zone and known reverse
+// names here, everything else from the upstreams.
+func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
+	if r.Opcode != dns.OpcodeQuery {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeNotImplemented)
+		s.write(w, r, m)
+		return
+	}
+	if len(r.Question) != 1 {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeFormatError)
+		s.write(w, r, m)
+		return
+	}
+	q := r.Question[0]
+	name := strings.ToLower(q.Name)
+	inZone := dns.IsSubDomain(s.zone, name)
+	var ptr []string
+	if !inZone && q.Qtype == dns.TypePTR {
+		ptr = s.idx.lookupPTR(name)
+	}
+	if !inZone && len(ptr) == 0 {
+		s.forward(w, r)
+		return
+	}
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Authoritative = true
+	m.RecursionAvailable = len(s.Upstreams()) > 0
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		m.Rcode = dns.RcodeRefused
+		s.write(w, r, m)
+		return
+	}
+	if len(ptr) > 0 {
+		for _, t := range ptr {
+			m.Answer = append(m.Answer, &dns.PTR{Hdr: s.hdr(q.Name, dns.TypePTR), Ptr: t})
+		}
+		s.write(w, r, m)
+		return
+	}
+	ans, extra, exists := s.resolve(name, q.Qtype, 0)
+	// Answers carry the question's spelling of the name (0x20 clients).
+	for _, rr := range ans {
+		if strings.EqualFold(rr.Header().Name, q.Name) {
+			rr.Header().Name = q.Name
+		}
+	}
+	m.Answer, m.Extra = ans, extra
+	switch {
+	case !exists:
+		m.Rcode = dns.RcodeNameError
+		m.Ns = []dns.RR{s.soa()}
+	case len(ans) == 0:
+		m.Ns = []dns.RR{s.soa()}
+	}
+	s.write(w, r, m)
+}
+
+// resolve answers name (lower case, under the zone) for qtype: the answer
+// and additional records, and whether the name exists (false: NXDOMAIN).
+// depth counts the ExternalName CNAMEs followed.
+func (s *Server) resolve(name string, qtype uint16, depth int) (ans, extra []dns.RR, exists bool) {
+	rel := strings.TrimSuffix(strings.TrimSuffix(name, s.zone), ".")
+	var l []string
+	if rel != "" {
+		l = strings.Split(rel, ".")
+	}
+	n := len(l)
+	if n == 0 { // the zone's apex
+		switch qtype {
+		case dns.TypeSOA:
+			return []dns.RR{s.soa()}, nil, true
+		case dns.TypeNS:
+			return []dns.RR{&dns.NS{Hdr: s.hdr(s.zone, dns.TypeNS), Ns: "ns.dns." + s.zone}}, nil, true
+		}
+		return nil, nil, true
+	}
+	switch l[n-1] {
+	case "svc":
+		switch n {
+		case 1:
+			return nil, nil, true
+		case 2:
+			return nil, nil, s.idx.namespaceExists(l[0])
+		case 3:
+			v := s.idx.view(l[1], l[0])
+			if v == nil {
+				return nil, nil, false
+			}
+			ans, extra = s.serviceRecords(v, name, qtype, depth)
+			return ans, extra, true
+		case 4:
+			v := s.idx.view(l[2], l[1])
+			if v == nil || v.externalName != "" {
+				return nil, nil, false
+			}
+			if v.headless {
+				for _, e := range v.endpoints {
+					if e.label == l[0] {
+						ans = append(ans, s.addrs(name, qtype, e.ips)...)
+						exists = true
+					}
+				}
+				if exists {
+					return ans, nil, true
+				}
+			}
+			// "_tcp.<svc>...": an empty non-terminal when a named port
+			// of that protocol exists.
+			for _, p := range s.portsOf(v) {
+				if p.name != "" && "_"+p.proto == l[0] {
+					return nil, nil, true
+				}
+			}
+			return nil, nil, false
+		case 5:
+			v := s.idx.view(l[3], l[2])
+			if v == nil || v.externalName != "" || !strings.HasPrefix(l[0], "_") || !strings.HasPrefix(l[1], "_") {
+				return nil, nil, false
+			}
+			pname, proto := l[0][1:], l[1][1:]
+			found := false
+			for _, p := range s.portsOf(v) {
+				if p.name != "" && p.name == pname && p.proto == proto {
+					found = true
+				}
+			}
+			if !found {
+				return nil, nil, false
+			}
+			if qtype == dns.TypeSRV || qtype == dns.TypeANY {
+				ans, extra = s.srv(v, name, func(p port) bool { return p.name == pname && p.proto == proto })
+			}
+			return ans, extra, true
+		}
+		return nil, nil, false
+	case "pod":
+		switch n {
+		case 1, 2:
+			return nil, nil, true
+		case 3:
+			ip := undash(l[0])
+			if ip == nil {
+				return nil, nil, false
+			}
+			return s.addrs(name, qtype, []net.IP{ip}), nil, true
+		}
+		return nil, nil, false
+	}
+	return nil, nil, false
+}
+
+// portsOf is the Service's ports, or for a headless Service its
+// endpoints' ports.
+func (s *Server) portsOf(v *view) []port {
+	if !v.headless {
+		return v.ports
+	}
+	var out []port
+	for _, e := range v.endpoints {
+		out = append(out, e.ports...)
+	}
+	return out
+}
+
+// serviceRecords answers <svc>.<ns>.svc.<zone>.
+func (s *Server) serviceRecords(v *view, name string, qtype uint16, depth int) (ans, extra []dns.RR) {
+	if v.externalName != "" {
+		cname := &dns.CNAME{Hdr: s.hdr(name, dns.TypeCNAME), Target: v.externalName}
+		ans = []dns.RR{cname}
+		if qtype == dns.TypeCNAME {
+			return ans, nil
+		}
+		if dns.IsSubDomain(s.zone, v.externalName) {
+			if depth < maxCNAMEChain {
+				more, ex, _ := s.resolve(v.externalName, qtype, depth+1)
+				ans = append(ans, more...)
+				extra = append(extra, ex...)
+			}
+			return ans, extra
+		}
+		return append(ans, s.upstreamAnswer(v.externalName, qtype)...), nil
+	}
+	switch qtype {
+	case dns.TypeA, dns.TypeAAAA, dns.TypeANY:
+		if v.headless {
+			for _, e := range v.endpoints {
+				ans = append(ans, s.addrs(name, qtype, e.ips)...)
+			}
+		} else {
+			ans = s.addrs(name, qtype, v.clusterIPs)
+		}
+		return ans, nil
+	case dns.TypeSRV:
+		return s.srv(v, name, func(p port) bool { return true })
+	}
+	return nil, nil
+}
+
+// srv returns the SRV records of name for the ports of v that match,
+// with the targets' addresses as additional records.
+func (s *Server) srv(v *view, name string, match func(port) bool) (ans, extra []dns.RR) {
+	base := v.name + "." + v.ns + ".svc." + s.zone
+	type target struct {
+		host string
+		port uint16
+		ips  []net.IP
+	}
+	var ts []target
+	if v.headless {
+		for _, e := range v.endpoints {
+			for _, p := range e.ports {
+				if match(p) {
+					ts = append(ts, target{e.label + "." + base, p.port, e.ips})
+				}
+			}
+		}
+	} else {
+		for _, p := range v.ports {
+			if match(p) {
+				ts = append(ts, target{base, p.port, v.clusterIPs})
+			}
+		}
+	}
+	added := map[string]bool{}
+	for _, t := range ts {
+		ans = append(ans, &dns.SRV{Hdr: s.hdr(name, dns.TypeSRV), Priority: 0, Weight: uint16(100 / len(ts)), Port: t.port, Target: t.host})
+		if !added[t.host] {
+			added[t.host] = true
+			extra = append(extra, s.addrs(t.host, dns.TypeANY, t.ips)...)
+		}
+	}
+	return ans, extra
+}
+
+// addrs returns A records for the IPv4 and AAAA for the IPv6 addresses of
+// ips that qtype asks for (ANY: both).
+func (s *Server) addrs(name string, qtype uint16, ips []net.IP) []dns.RR {
+	var out []dns.RR
+	for _, ip := range ips {
+		if v4 := ip.To4(); v4 != nil {
+			if qtype == dns.TypeA || qtype == dns.TypeANY {
+				out = append(out, &dns.A{Hdr: s.hdr(name, dns.TypeA), A: v4})
+			}
+		} else if qtype == dns.TypeAAAA || qtype == dns.TypeANY {
+			out = append(out, &dns.AAAA{Hdr: s.hdr(name, dns.TypeAAAA), AAAA: ip})
+		}
+	}
+	return out
+}
+
+func (s *Server) hdr(name string, t uint16) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: s.cfg.TTL}
+}
+
+// soa is the zone's SOA, as CoreDNS's kubernetes plugin writes it.
+func (s *Server) soa() dns.RR {
+	return &dns.SOA{Hdr: s.hdr(s.zone, dns.TypeSOA), Ns: "ns.dns." + s.zone, Mbox: "hostmaster." + s.zone,
+		Serial: 1, Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: s.cfg.TTL}
+}
+
+// write sends m over w: for UDP truncated to the client's EDNS0 buffer
+// size (512 bytes without one), its OPT echoed.
+func (s *Server) write(w dns.ResponseWriter, r, m *dns.Msg) {
+	size := dns.MaxMsgSize
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		size = dns.MinMsgSize
+		if opt := r.IsEdns0(); opt != nil && int(opt.UDPSize()) > size {
+			size = int(opt.UDPSize())
+		}
+	}
+	if opt := r.IsEdns0(); opt != nil && m.IsEdns0() == nil {
+		m.SetEdns0(uint16(max(int(opt.UDPSize()), dns.MinMsgSize)), false)
+	}
+	m.Truncate(size)
+	if err := w.WriteMsg(m); err != nil {
+		s.log.Debug("dns reply not sent", "to", w.RemoteAddr(), "err", err)
+	}
+}
+
+// forward sends r to the upstreams in order over the client's transport
+// and relays the first answer; REFUSED without upstreams, SERVFAIL when
+// none answers.
+func (s *Server) forward(w dns.ResponseWriter, r *dns.Msg) {
+	ups := s.Upstreams()
+	if len(ups) == 0 {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeRefused)
+		s.write(w, r, m)
+		return
+	}
+	netw := "udp"
+	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
+		netw = "tcp"
+	}
+	c := &dns.Client{Net: netw, Timeout: s.cfg.ForwardTimeout, UDPSize: dns.MaxMsgSize}
+	for _, up := range ups {
+		resp, _, err := c.Exchange(r, up)
+		if err != nil {
+			s.log.Debug("dns upstream failed", "upstream", up, "err", err)
+			continue
+		}
+		resp.Id = r.Id
+		s.write(w, r, resp)
+		return
+	}
+	m := new(dns.Msg)
+	m.SetRcode(r, dns.RcodeServerFailure)
+	s.write(w, r, m)
+}
+
+// upstreamAnswer asks the upstreams for name/qtype (over TCP, whole
+// answers) and returns the answer section, nil when none answers.
+func (s *Server) upstreamAnswer(name string, qtype uint16) []dns.RR {
+	if qtype == dns.TypeANY {
+		qtype = dns.TypeA
+	}
+	q := new(dns.Msg)
+	q.SetQuestion(name, qtype)
+	c := &dns.Client{Net: "tcp", Timeout: s.cfg.ForwardTimeout}
+	for _, up := range s.Upstreams() {
+		resp, _, err := c.Exchange(q, up)
+		if err == nil && resp.Rcode == dns.RcodeSuccess {
+			return resp.Answer
+		}
+	}
+	return nil
+}
