@@ -15,6 +15,22 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
+// DefaultServiceCIDR is the default range of Service ClusterIPs, k3s's
+// --service-cidr default.
+const DefaultServiceCIDR = "10.43.0.0/16"
+
+// KubernetesServiceIP returns the ClusterIP of the `kubernetes` Service of
+// serviceCIDR: its first address after the network address (10.43.0.1
+// for 10.43.0.0/16), as kube-apiserver's. The allocator never hands it
+// out dynamically.
+func KubernetesServiceIP(serviceCIDR string) (netip.Addr, error) {
+	pfx, err := netip.ParsePrefix(serviceCIDR)
+	if err != nil || !pfx.Addr().Is4() || pfx.Bits() > 30 {
+		return netip.Addr{}, fmt.Errorf("service CIDR %q: want an IPv4 prefix of at most /30", serviceCIDR)
+	}
+	return pfx.Masked().Addr().Next(), nil
+}
+
 // allocator hands out Service ClusterIPs from the service CIDR and
 // nodePorts from the node port range. The source of truth is the stored
 // Services (re-read on every allocation, so restarts and several writers
@@ -213,9 +229,11 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 }
 
 // nextIP returns the lowest free address of the prefix, skipping the
-// network address and the broadcast address.
+// network address, the first address (the `kubernetes` Service's, see
+// KubernetesServiceIP; a Service may still ask for it by name) and the
+// broadcast address.
 func (a *allocator) nextIP(used map[string]bool) (string, bool) {
-	for ip := a.prefix.Addr().Next(); a.prefix.Contains(ip); ip = ip.Next() {
+	for ip := a.prefix.Addr().Next().Next(); a.prefix.Contains(ip); ip = ip.Next() {
 		if !a.prefix.Contains(ip.Next()) {
 			break // broadcast
 		}

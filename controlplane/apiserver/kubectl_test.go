@@ -150,7 +150,7 @@ func TestKubectl(t *testing.T) {
 		t.Errorf("replicas/generation after re-apply: %q, want \"3 2\"", out)
 	}
 	out = e.mustKubectl("", "get", "svc", "web", "-o", "yaml")
-	for _, want := range []string{"clusterIP: 127.96.0.", "nodePort: 30000", "targetPort: 8080", "kind: Service"} {
+	for _, want := range []string{"clusterIP: 10.43.0.", "nodePort: 30000", "targetPort: 8080", "kind: Service"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("get svc -o yaml: no %q in\n%s", want, out)
 		}

@@ -37,8 +37,8 @@ func TestServiceAllocation(t *testing.T) {
 	e.must(http.StatusCreated, "POST", svcs, "application/json", svc("np", "NodePort", nil), &np)
 	ips := map[string]bool{a.Spec.ClusterIP: true, b.Spec.ClusterIP: true, np.Spec.ClusterIP: true}
 	for ip := range ips {
-		if !strings.HasPrefix(ip, "127.96.") {
-			t.Errorf("clusterIP %q outside 127.96.0.0/16", ip)
+		if !strings.HasPrefix(ip, "10.43.") || ip == "10.43.0.1" {
+			t.Errorf("clusterIP %q outside 10.43.0.0/16 or the kubernetes Service's", ip)
 		}
 	}
 	if len(ips) != 3 {

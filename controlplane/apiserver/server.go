@@ -70,8 +70,10 @@ type Config struct {
 	NATS *nats.Conn
 	// Addr is the listen address. Default "127.0.0.1:6443".
 	Addr string
-	// ServiceCIDR is the range ClusterIPs are allocated from. Default
-	// "127.96.0.0/16" (loopback, so every node reaches it).
+	// ServiceCIDR is the range ClusterIPs are allocated from (IPv4, at
+	// most /30). Default DefaultServiceCIDR, as k3s's --service-cidr. Its
+	// first address is the `kubernetes` Service's (KubernetesServiceIP):
+	// ClusterIPs allocated dynamically start at the second.
 	ServiceCIDR string
 	// NodePortRange is the range of Service nodePorts, "lo-hi". Default
 	// "30000-32767".
@@ -215,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Addr = "127.0.0.1:6443"
 	}
 	if cfg.ServiceCIDR == "" {
-		cfg.ServiceCIDR = "127.96.0.0/16"
+		cfg.ServiceCIDR = DefaultServiceCIDR
 	}
 	if cfg.NodePortRange == "" {
 		cfg.NodePortRange = "30000-32767"

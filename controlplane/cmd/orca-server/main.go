@@ -42,6 +42,9 @@ type options struct {
 	groupCommit bool
 	apiAddr     string
 	serviceCIDR string
+	// advertiseAddress is kube-apiserver's --advertise-address: the
+	// address the kubernetes Service's endpoints name.
+	advertiseAddress string
 	// clusterCIDR, nodeCIDRMaskSize and allocateNodeCIDRs are
 	// kube-controller-manager's (k3s's defaults): the node IPAM controller.
 	clusterCIDR       string
@@ -110,7 +113,8 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.BoolVar(&o.syncAlways, "nats-sync-always", true, "embedded NATS: fsync every write before acknowledging it (etcd's durability)")
 	f.BoolVar(&o.groupCommit, "nats-group-commit", true, "embedded NATS with --nats-sync-always: the store fsyncs, one fsync for the writes waiting together (group commit); false: the NATS server fsyncs each write in turn (JetStream's sync_always)")
 	f.StringVar(&o.apiAddr, "apiserver-addr", "127.0.0.1:6443", "address the REST apiserver listens on")
-	f.StringVar(&o.serviceCIDR, "service-cidr", "127.96.0.0/16", "range Service ClusterIPs are allocated from (loopback, so every node reaches them)")
+	f.StringVar(&o.serviceCIDR, "service-cidr", apiserver.DefaultServiceCIDR, "IPv4 range Service ClusterIPs are allocated from; its first address is the kubernetes Service's (the agents serve ClusterIPs on a local dummy interface)")
+	f.StringVar(&o.advertiseAddress, "advertise-address", "", "IP address the kubernetes Service in default points at (default: the host of --apiserver-addr, or the default-route interface's address when it listens on all)")
 	f.StringVar(&o.clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range of pod IPs: each Node gets a subnet of it in spec.podCIDR (with --allocate-node-cidrs)")
 	f.IntVar(&o.nodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each Node's subnet of --cluster-cidr (24: 254 pods per node, 256 nodes in a /16)")
 	f.BoolVar(&o.allocateNodeCIDRs, "allocate-node-cidrs", true, "give every Node without spec.podCIDR a subnet of --cluster-cidr (the controllers' node IPAM)")
@@ -298,6 +302,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		g.Go(func() error { return api.Run(ctx) })
+		kube, err := kubernetesServiceReconciler(o, st, reg, informers)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { kube.Run(ctx); return nil })
 	}
 	if o.scheduler && !o.disableScheduler {
 		sched, err := scheduler.New(scheduler.Config{Store: st,
