@@ -131,6 +131,12 @@ type Config struct {
 	// ClusterFirst's host search domains). Default "/etc/resolv.conf";
 	// missing: none.
 	ResolvConf string
+	// Routes routes the other nodes' pod CIDRs to them
+	// (podnet.Routes: host-gw or vxlan, orca-agent's
+	// --pod-network-backend); NodeName, NodeIP (default Config's),
+	// PodCIDR (default PodNetwork's) and PublishVTEPMAC (the agent's
+	// Node annotation, through API) are filled in. Nil: no routes.
+	Routes *podnet.RouteConfig
 	// BackoffBase is the first crash-loop back-off; it doubles up to
 	// BackoffMax. Defaults 10s and 5m, as the kubelet's.
 	BackoffBase, BackoffMax time.Duration
@@ -182,6 +188,7 @@ type Agent struct {
 	rcs      *store.Informer
 	proxy    *proxy.Proxy
 	dns      *clusterdns.Server
+	routes   *podnet.Routes // nil: Config.Routes unset
 
 	pods     *podManager
 	podnet   *podnet.Network // nil: no pod network; set by Run before the pod workers start
@@ -318,6 +325,9 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.dns = d
 	}
+	if a.routes, err = a.newRoutes(); err != nil {
+		return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
+	}
 	return a, nil
 }
 
@@ -386,6 +396,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 
+	if a.routes != nil {
+		a.runRoutes(ctx, goRun)
+	}
 	if a.cfg.RuntimeClasses == nil {
 		goRun(func() { a.rcs.Run(ctx) })
 	}

@@ -85,6 +85,7 @@ type podNetOptions struct {
 	bridge     string
 	pluginDirs []string
 	masquerade bool
+	backend    string // --pod-network-backend
 }
 
 func (p podNetOptions) config() *podnet.Config {
@@ -105,6 +106,16 @@ func (o options) dnsConfig() *clusterdns.Config {
 		addr = net.JoinHostPort(o.nodeIP, "53")
 	}
 	return &clusterdns.Config{Listen: addr, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf}
+}
+
+// routes is the route manager's config of --pod-network-backend; with
+// none, the agent removes the routes and VXLAN device an earlier run
+// left and manages none.
+func (p podNetOptions) routes() (*podnet.RouteConfig, error) {
+	if !podnet.ValidBackend(p.backend) {
+		return nil, fmt.Errorf("--pod-network-backend %q: want %s, %s or %s", p.backend, podnet.BackendHostGW, podnet.BackendVXLAN, podnet.BackendNone)
+	}
+	return &podnet.RouteConfig{Backend: p.backend, PodCIDR: p.cidr}, nil
 }
 
 func main() {
@@ -150,6 +161,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.podNet.cidr, "pod-cidr", "", "IPv4 subnet of this node's pod IPs (default: the Node's spec.podCIDR, else "+podnet.DefaultPodCIDR+")")
 	f.StringVar(&o.podNet.bridge, "pod-bridge", podnet.DefaultBridge, "name of the node bridge of the pod network")
 	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
+	f.StringVar(&o.podNet.backend, "pod-network-backend", podnet.BackendHostGW, "how pods reach pods on other nodes, as flannel's --flannel-backend: host-gw (a route per node's spec.podCIDR via its InternalIP; the nodes must share one L2 network), vxlan (VXLAN VNI 1 on UDP 8472 between InternalIPs; any routed path, 50 bytes of MTU) or none (orca's own routes removed, none managed)")
 	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, as the kubelet's: the zone the agent's DNS server answers and container pods' search domains")
 	f.StringVar(&o.dnsAddress, "dns-address", "", "host:port the agent's cluster DNS server listens on, UDP and TCP (default: --node-ip:53); \"off\": no DNS server")
@@ -247,14 +259,18 @@ func run(ctx context.Context, o options) error {
 	} else {
 		missing[nodeapi.HandlerContainerd] = "turned off with --containerd=false"
 	}
+	routes, err := o.podNet.routes()
+	if err != nil {
+		return err
+	}
 	agent, err := nodeagent.New(nodeagent.Config{
 		Store: st, API: nodeagent.NewRelayAPI(nc, o.nodeName), NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
-		PodNetwork: o.podNet.config(),
-		DNS:        o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
+		PodNetwork: o.podNet.config(), Routes: routes,
+		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
 	})
 	if err != nil {
 		return err
