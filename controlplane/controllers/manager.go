@@ -143,7 +143,7 @@ func New(cfg Config) (*Manager, error) {
 		{replicaset.Name, wrap(replicaset.New(s, reg, rss, pods).Run)},
 		{deployment.Name, wrap(deployment.New(s, reg, deployments, rss, pods).Run)},
 		{endpoints.Name, wrap(endpoints.New(s, reg, services, pods, eps).Run)},
-		{endpointslice.Name, wrap(endpointslice.New(s, reg, eps, slices).Run)},
+		{endpointslice.Name, wrap(endpointslice.New(s, reg, services, pods, eps, slices).Run)},
 		{nodelifecycle.Name, wrap(nodelifecycle.New(s, reg, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
 		{gc.Name, wrap(gc.New(s, reg, pods, rss, deployments, services, eps, leases, nodes, namespaces, slices).Run)},
 		{namespace.Name, wrap(namespace.New(s, reg, namespaces).Run)},

@@ -1,10 +1,9 @@
 // Package endpoints is orca's Endpoints controller: for every Service with
 // a selector it keeps an Endpoints object of the same name listing the
-// selected pods, as kube-controller-manager's EndpointController, adapted
-// to orca's host-port networking: each pod port is published as the node
-// port the agent serves it on (pod annotation nodeapi.AnnotationHostPorts),
-// so pods of one Service may have different ports and addresses are
-// grouped into one subset per distinct port list.
+// selected pods at podIP:targetPort (named targetPorts resolved per pod),
+// as kube-controller-manager's EndpointController. Pods of one Service may
+// resolve a named port differently, so addresses are grouped into one
+// subset per distinct port list.
 package endpoints
 
 import (

@@ -86,15 +86,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 }
 
 // ComputeSubsets returns the Endpoints subsets of svc over pods (already
-// selected by svc's selector): a pod with status.podIP set, not being
-// deleted and not terminated is an address (ready when its Ready condition
-// is True or svc publishes not-ready addresses, else a notReadyAddress).
-// Its ports are svc's ports whose targetPort resolves on the pod (as
-// podutil.FindPort), each mapped to the node port from the pod's
-// host-ports annotation (the containerPort itself when absent); when a
-// port maps to a node port the address is the pod's status.hostIP (its
-// ports are served there: pod IPs are reachable from their node only,
-// until the pod network spans the cluster), else its status.podIP. Addresses
+// selected by svc's selector), as kube-controller-manager's
+// EndpointController: a pod is an address when ShouldPodBeInEndpoints
+// (status.podIP set, not Succeeded or Failed, not terminating unless svc
+// publishes not-ready addresses); it is ready when its Ready condition is
+// True or svc publishes not-ready addresses, else a notReadyAddress. Its
+// ports are PodPorts: podIP:targetPort, the targetPort resolved per pod.
+// A pod whose hostname and subdomain name svc gets the hostname. Addresses
 // with the same port list share a subset; subsets, addresses and ports are
 // sorted so that the result is deterministic.
 func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSubset {
@@ -104,33 +102,13 @@ func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 	}
 	groups := map[string]*group{}
 	for _, pod := range pods {
-		if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil ||
-			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if !ShouldPodBeInEndpoints(pod, svc.Spec.PublishNotReadyAddresses) {
 			continue
 		}
-		hostPorts, err := nodeapi.DecodeHostPorts(pod.Annotations[nodeapi.AnnotationHostPorts])
-		if err != nil {
-			slog.Warn("endpoints: ignoring bad host-ports annotation", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-			hostPorts = map[int32]int32{}
-		}
-		var ports []corev1.EndpointPort
-		viaNode := false // a port is served on the node: the address is status.hostIP
-		for i := range svc.Spec.Ports {
-			sp := &svc.Spec.Ports[i]
-			cp, err := FindPort(pod, sp)
-			if err != nil {
-				continue
-			}
-			port := cp
-			if hp, ok := hostPorts[cp]; ok && hp > 0 {
-				port, viaNode = hp, true
-			}
-			ports = append(ports, corev1.EndpointPort{Name: sp.Name, Port: port, Protocol: protocolOf(sp.Protocol), AppProtocol: sp.AppProtocol})
-		}
-		if len(ports) == 0 && len(svc.Spec.Ports) > 0 {
+		ip, ports, ok := PodPorts(svc, pod)
+		if !ok {
 			continue // no service port resolves on this pod
 		}
-		sort.Slice(ports, func(i, j int) bool { return ports[i].Name < ports[j].Name })
 		k := portsKey(ports)
 		g, ok := groups[k]
 		if !ok {
@@ -138,12 +116,9 @@ func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 			groups[k] = g
 		}
 		node := pod.Spec.NodeName
-		ip := pod.Status.PodIP
-		if viaNode && pod.Status.HostIP != "" {
-			ip = pod.Status.HostIP
-		}
 		addr := corev1.EndpointAddress{
-			IP: ip,
+			IP:       ip,
+			Hostname: Hostname(svc, pod),
 			TargetRef: &corev1.ObjectReference{
 				Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 			},
@@ -172,6 +147,72 @@ func ComputeSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 	return out
 }
 
+// ShouldPodBeInEndpoints is Kubernetes' endpointutil.ShouldPodBeInEndpoints:
+// a pod with status.podIP that is not Succeeded or Failed, and not
+// terminating (deletionTimestamp set) unless includeTerminating.
+func ShouldPodBeInEndpoints(pod *corev1.Pod, includeTerminating bool) bool {
+	switch {
+	case pod.Status.PodIP == "":
+		return false
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return false
+	case pod.DeletionTimestamp != nil && !includeTerminating:
+		return false
+	}
+	return true
+}
+
+// Hostname is the hostname an address of pod in svc carries, as
+// Kubernetes': the pod's spec.hostname when its spec.subdomain is svc's
+// name (a StatefulSet's pods under its governing Service), else "".
+func Hostname(svc *corev1.Service, pod *corev1.Pod) string {
+	if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Name && pod.Namespace == svc.Namespace {
+		return pod.Spec.Hostname
+	}
+	return ""
+}
+
+// PodPorts returns the address and ports pod serves svc on: its
+// status.podIP and, for each of svc's ports whose targetPort resolves on
+// the pod (FindPort: a name is looked up in this pod's containers), the
+// containerPort, with the Service port's name, protocol (TCP when unset)
+// and appProtocol, sorted by name. ok is false when svc has ports and none
+// resolves. Host ports are never published, with one exception for
+// agents that predate the pod network (version skew): a pod without an
+// address of its own (podIP equal to hostIP, or hostIP unknown) whose agent
+// serves a containerPort on a node port (annotation
+// nodeapi.AnnotationHostPorts) is published at hostIP and that port.
+func PodPorts(svc *corev1.Service, pod *corev1.Pod) (ip string, ports []corev1.EndpointPort, ok bool) {
+	ip = pod.Status.PodIP
+	var hostPorts map[int32]int32
+	if a := pod.Annotations[nodeapi.AnnotationHostPorts]; a != "" && (pod.Status.HostIP == "" || pod.Status.HostIP == pod.Status.PodIP) {
+		var err error
+		if hostPorts, err = nodeapi.DecodeHostPorts(a); err != nil {
+			slog.Warn("endpoints: ignoring bad host-ports annotation", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			hostPorts = nil
+		}
+	}
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		cp, err := FindPort(pod, sp)
+		if err != nil {
+			continue
+		}
+		if hp, ok := hostPorts[cp]; ok && hp > 0 {
+			cp = hp
+			if pod.Status.HostIP != "" {
+				ip = pod.Status.HostIP
+			}
+		}
+		ports = append(ports, corev1.EndpointPort{Name: sp.Name, Port: cp, Protocol: protocolOf(sp.Protocol), AppProtocol: sp.AppProtocol})
+	}
+	if len(ports) == 0 && len(svc.Spec.Ports) > 0 {
+		return "", nil, false
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i].Name < ports[j].Name })
+	return ip, ports, true
+}
+
 func protocolOf(p corev1.Protocol) corev1.Protocol {
 	if p == "" {
 		return corev1.ProtocolTCP
@@ -187,8 +228,8 @@ func portsKey(ports []corev1.EndpointPort) string {
 	return b.String()
 }
 
-// sortAddresses orders by IP, then pod name: pods share the node's IP in
-// orca, so the IP alone does not identify an address.
+// sortAddresses orders by IP, then pod name (pods of an agent that
+// predates the pod network share the node's IP).
 func sortAddresses(a []corev1.EndpointAddress) {
 	sort.Slice(a, func(i, j int) bool {
 		if a[i].IP != a[j].IP {

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
@@ -92,22 +93,28 @@ func TestComputeSubsets(t *testing.T) {
 	if !apiequality.Semantic.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
+	// publishNotReadyAddresses: c is ready, and the terminating pod is
+	// kept (ShouldPodBeInEndpoints with includeTerminating), in its own
+	// subset at its containerPorts.
 	svc.Spec.PublishNotReadyAddresses = true
 	got = ComputeSubsets(svc, pods)
-	if len(got) != 2 || len(got[1].Addresses) != 1 || len(got[1].NotReadyAddresses) != 0 {
+	if len(got) != 3 || len(got[1].Addresses) != 1 || len(got[1].NotReadyAddresses) != 0 ||
+		got[2].Addresses[0].TargetRef.Name != "terminating" || got[2].Ports[1].Port != 8080 {
 		t.Fatalf("publishNotReadyAddresses: %+v", got)
 	}
 }
 
-// A pod in the pod network (its own IP, reachable from its node only) is
-// published at its node's address and host port while it has one; a pod
-// without host ports (hostNetwork) at its podIP and containerPort.
+// A pod in the pod network (its own IP) is published at podIP:targetPort,
+// never at a host port, even when its agent reports one; a named
+// targetPort resolves per pod. Only a pod without an address of its own
+// (podIP = hostIP: an agent that predates the pod network) is published
+// at its node port.
 func TestComputeSubsetsPodNetwork(t *testing.T) {
 	ready := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	mk := func(name, podIP string, hostPorts map[int32]int32) *corev1.Pod {
+	mk := func(name, podIP string, port int32, hostPorts map[int32]int32) *corev1.Pod {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
-			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 80}}}}},
+			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port, HostPort: 30080}}}}},
 			Status:     corev1.PodStatus{HostIP: "192.0.2.1", PodIP: podIP, Conditions: ready, Phase: corev1.PodRunning},
 		}
 		if hostPorts != nil {
@@ -115,22 +122,29 @@ func TestComputeSubsetsPodNetwork(t *testing.T) {
 		}
 		return p
 	}
-	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80, TargetPort: intstr.FromInt32(80)}}}}
-	got := ComputeSubsets(svc, []*corev1.Pod{mk("bridged", "10.88.0.7", map[int32]int32{80: 40001}), mk("host", "192.0.2.1", nil)})
-	if len(got) != 2 {
-		t.Fatalf("subsets %+v", got)
-	}
+	h2 := "kubernetes.io/h2c"
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80, TargetPort: intstr.FromString("http"), AppProtocol: &h2}}}}
+	sub := mk("sub", "10.42.0.9", 8081, nil)
+	sub.Spec.Hostname, sub.Spec.Subdomain = "web-0", "web"
+	got := ComputeSubsets(svc, []*corev1.Pod{
+		mk("bridged", "10.42.0.7", 8080, map[int32]int32{8080: 40001}),
+		sub,
+		mk("legacy", "192.0.2.1", 8080, map[int32]int32{8080: 40002}),
+		mk("host", "192.0.2.1", 8080, nil),
+	})
+	seen := map[string]string{}
 	for _, s := range got {
-		a, p := s.Addresses[0], s.Ports[0].Port
-		switch a.TargetRef.Name {
-		case "bridged":
-			if a.IP != "192.0.2.1" || p != 40001 {
-				t.Errorf("bridged pod at %s:%d, want its node's 192.0.2.1:40001", a.IP, p)
-			}
-		case "host":
-			if a.IP != "192.0.2.1" || p != 80 {
-				t.Errorf("hostNetwork pod at %s:%d, want 192.0.2.1:80", a.IP, p)
-			}
+		p := s.Ports[0]
+		if p.Protocol != corev1.ProtocolTCP || p.AppProtocol == nil || *p.AppProtocol != h2 || p.Name != "web" {
+			t.Errorf("port %+v: want web, TCP, appProtocol %s", p, h2)
 		}
+		for _, a := range s.Addresses {
+			seen[a.TargetRef.Name] = fmt.Sprintf("%s:%d/%s", a.IP, p.Port, a.Hostname)
+		}
+	}
+	want := map[string]string{"bridged": "10.42.0.7:8080/", "sub": "10.42.0.9:8081/web-0", "legacy": "192.0.2.1:40002/", "host": "192.0.2.1:8080/"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("addresses %v\nwant %v", seen, want)
 	}
 }

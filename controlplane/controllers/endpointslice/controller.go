@@ -1,14 +1,31 @@
-// Package endpointslice mirrors every Endpoints object into
-// discovery.k8s.io/v1 EndpointSlices, one per subset, as Kubernetes'
-// EndpointSlice controller publishes them from Services: current kubectl
-// (`kubectl describe service`) and other clients read slices, not
-// Endpoints. Slices are named "<service>-<subset index>" and labelled
-// kubernetes.io/service-name and endpointslice.kubernetes.io/managed-by.
+// Package endpointslice is orca's EndpointSlice controller: for every
+// Service with a selector it keeps discovery.k8s.io/v1 EndpointSlices of
+// the selected pods, as kube-controller-manager's EndpointSlice
+// controller, and it mirrors the Endpoints of Services without a
+// selector (written by hand) as the EndpointSliceMirroring controller.
+//
+// From pods: a pod with status.podIP that is not Succeeded or Failed is an
+// endpoint at podIP with the Service's ports resolved on it (named
+// targetPorts per pod; epctl.PodPorts), conditions as Kubernetes'
+// podToEndpoint: serving = the pod is Ready (or the Service publishes
+// not-ready addresses), terminating = the pod is being deleted, ready =
+// serving and not terminating (ready stays true for a terminating pod only
+// with publishNotReadyAddresses). Terminating pods stay in the slices
+// until they are gone, so proxies can drain them. Port protocols default to
+// TCP; appProtocol is copied. Endpoints with one port list and address
+// type share slices of at most MaxEndpointsPerSlice endpoints.
+//
+// Slices are named "<service>-<index>" (deterministic, in the order of
+// their port lists), labelled kubernetes.io/service-name and
+// endpointslice.kubernetes.io/managed-by, and owned by their Service.
+// Endpoints labelled endpointslice.kubernetes.io/skip-mirror=true (the
+// kubernetes Service's) are not mirrored.
 package endpointslice
 
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,9 +37,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
+	epctl "github.com/orca-edge/orca/controlplane/controllers/endpoints"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 )
+
+// MaxEndpointsPerSlice is kube-controller-manager's
+// --max-endpoints-per-slice default.
+const MaxEndpointsPerSlice = 100
 
 // Name names the controller in logs.
 const Name = "endpointslice"
@@ -31,40 +53,93 @@ const Name = "endpointslice"
 // slices this controller owns.
 const ManagedBy = "endpointslice-controller.orca.dev"
 
-// Controller mirrors Endpoints into EndpointSlices.
+// Controller keeps the EndpointSlices of Services.
 type Controller struct {
 	s         *store.Store
 	reg       *registry.Registry // every write goes through the kinds' rules
+	services  *store.Informer
+	pods      *store.Informer
 	endpoints *store.Informer
 	slices    *store.Informer
 	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
-// New returns the controller over the Endpoints and EndpointSlices
-// informers and registers its handlers.
-func New(s *store.Store, reg *registry.Registry, endpoints, slices *store.Informer) *Controller {
-	c := &Controller{s: s, reg: reg, endpoints: endpoints, slices: slices, queue: ctrlutil.NewQueue(Name)}
-	endpoints.AddHandler(ctrlutil.EnqueueHandler(c.queue))
+// New returns the controller over the Services, Pods, Endpoints and
+// EndpointSlices informers and registers its handlers. Keys are
+// "namespace/service".
+func New(s *store.Store, reg *registry.Registry, services, pods, eps, slices *store.Informer) *Controller {
+	c := &Controller{s: s, reg: reg, services: services, pods: pods, endpoints: eps, slices: slices, queue: ctrlutil.NewQueue(Name)}
+	services.AddHandler(ctrlutil.EnqueueHandler(c.queue))
+	eps.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	enqueueOwner := func(o store.Object) {
 		if svc := o.GetLabels()[discoveryv1.LabelServiceName]; svc != "" && o.GetLabels()[discoveryv1.LabelManagedBy] == ManagedBy {
 			c.queue.Add(o.GetNamespace() + "/" + svc)
 		}
 	}
 	slices.AddHandler(store.Handler{OnAdd: enqueueOwner, OnUpdate: func(_, n store.Object) { enqueueOwner(n) }, OnDelete: enqueueOwner})
+	pods.AddHandler(store.Handler{
+		OnAdd: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
+		OnUpdate: func(oldObj, newObj store.Object) {
+			oldPod, pod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+			if oldPod.ResourceVersion == pod.ResourceVersion {
+				return
+			}
+			var oldLabels labels.Set
+			if !labels.Equals(oldPod.Labels, pod.Labels) {
+				oldLabels = oldPod.Labels
+			}
+			c.enqueueServicesOf(pod, oldLabels)
+		},
+		OnDelete: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
+	})
 	return c
 }
 
-// Run processes Endpoints keys with workers goroutines until ctx ends.
+// enqueueServicesOf enqueues every Service in pod's namespace whose
+// selector matches pod's labels or, when set, oldLabels.
+func (c *Controller) enqueueServicesOf(pod *corev1.Pod, oldLabels labels.Set) {
+	for _, o := range c.services.List(pod.Namespace, nil) {
+		svc := o.(*corev1.Service)
+		if svc.Spec.Selector == nil {
+			continue
+		}
+		sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
+		if sel.Matches(labels.Set(pod.Labels)) || (oldLabels != nil && sel.Matches(oldLabels)) {
+			c.queue.Add(store.KeyOf(svc))
+		}
+	}
+}
+
+// Run processes Service keys with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
 }
 
-// sync makes the slices of Endpoints key match it.
+// sync makes the slices of Service key match its pods (a Service with a
+// selector) or its Endpoints (without one, or no Service).
 func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name := ctrlutil.SplitKey(key)
 	var want []*discoveryv1.EndpointSlice
-	if obj, ok := c.endpoints.Get(ns, name); ok {
-		want = SlicesFor(obj.(*corev1.Endpoints))
+	svcObj, haveSvc := c.services.Get(ns, name)
+	switch {
+	case haveSvc && svcObj.(*corev1.Service).Spec.Selector != nil:
+		svc := svcObj.(*corev1.Service)
+		var pods []*corev1.Pod
+		for _, o := range c.pods.List(ns, labels.SelectorFromValidatedSet(svc.Spec.Selector)) {
+			pods = append(pods, o.(*corev1.Pod))
+		}
+		want = SlicesForService(svc, pods)
+	default:
+		if obj, ok := c.endpoints.Get(ns, name); ok && obj.GetLabels()[discoveryv1.LabelSkipMirror] != "true" {
+			want = SlicesFor(obj.(*corev1.Endpoints))
+		}
+	}
+	if haveSvc && svcObj.GetUID() != "" {
+		svc := svcObj.(*corev1.Service)
+		ref := metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))
+		for _, sl := range want {
+			sl.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
 	}
 	have := map[string]*discoveryv1.EndpointSlice{}
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: ManagedBy})
@@ -83,6 +158,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			_, err := c.reg.GuaranteedUpdate(ctx, c.s, store.EndpointSlices, ns, sl.Name, &store.Preconditions{ResourceVersion: &cur.ResourceVersion}, func(obj store.Object) (store.Object, error) {
 				next := obj.(*discoveryv1.EndpointSlice)
 				next.Labels, next.AddressType, next.Endpoints, next.Ports = sl.Labels, sl.AddressType, sl.Endpoints, sl.Ports
+				if sl.OwnerReferences != nil {
+					next.OwnerReferences = sl.OwnerReferences
+				}
 				return next, nil
 			})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -100,12 +178,117 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
 	return a.AddressType == b.AddressType && apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints) &&
-		apiequality.Semantic.DeepEqual(a.Ports, b.Ports) && apiequality.Semantic.DeepEqual(a.Labels, b.Labels)
+		apiequality.Semantic.DeepEqual(a.Ports, b.Ports) && apiequality.Semantic.DeepEqual(a.Labels, b.Labels) &&
+		(b.OwnerReferences == nil || apiequality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences))
 }
 
-// SlicesFor converts ep into one EndpointSlice per subset: ready
-// addresses become endpoints with ready and serving true, not-ready ones
-// with both false; ports keep their names and protocols.
+// SlicesForService returns the slices of svc over pods (already selected
+// by its selector), as the package comment says. The result is
+// deterministic: groups ordered by address type and port list, endpoints
+// by address then pod name.
+func SlicesForService(svc *corev1.Service, pods []*corev1.Pod) []*discoveryv1.EndpointSlice {
+	type group struct {
+		at        discoveryv1.AddressType
+		ports     []corev1.EndpointPort
+		endpoints []discoveryv1.Endpoint
+	}
+	groups := map[string]*group{}
+	for _, pod := range pods {
+		if !epctl.ShouldPodBeInEndpoints(pod, true) {
+			continue
+		}
+		ip, ports, ok := epctl.PodPorts(svc, pod)
+		if !ok {
+			continue
+		}
+		at := discoveryv1.AddressTypeIPv4
+		if strings.Contains(ip, ":") {
+			at = discoveryv1.AddressTypeIPv6
+		}
+		var k strings.Builder
+		k.WriteString(string(at) + ";")
+		for _, p := range ports {
+			app := "-"
+			if p.AppProtocol != nil {
+				app = "=" + *p.AppProtocol
+			}
+			fmt.Fprintf(&k, "%s/%s/%d/%s;", p.Name, p.Protocol, p.Port, app)
+		}
+		g, ok := groups[k.String()]
+		if !ok {
+			g = &group{at: at, ports: ports}
+			groups[k.String()] = g
+		}
+		serving := ctrlutil.IsPodReady(pod) || svc.Spec.PublishNotReadyAddresses
+		terminating := pod.DeletionTimestamp != nil
+		ready := serving && (!terminating || svc.Spec.PublishNotReadyAddresses)
+		e := discoveryv1.Endpoint{
+			Addresses:  []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		}
+		if pod.Spec.NodeName != "" {
+			node := pod.Spec.NodeName
+			e.NodeName = &node
+		}
+		if h := epctl.Hostname(svc, pod); h != "" {
+			e.Hostname = &h
+		}
+		g.endpoints = append(g.endpoints, e)
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	base := svc.Name
+	if len(base) > 240 {
+		base = base[:240]
+	}
+	lbls := map[string]string{}
+	for k, v := range svc.Labels {
+		lbls[k] = v
+	}
+	lbls[discoveryv1.LabelServiceName] = svc.Name
+	lbls[discoveryv1.LabelManagedBy] = ManagedBy
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		lbls[corev1.IsHeadlessService] = ""
+	}
+	var out []*discoveryv1.EndpointSlice
+	for _, k := range keys {
+		g := groups[k]
+		sort.Slice(g.endpoints, func(i, j int) bool {
+			a, b := g.endpoints[i], g.endpoints[j]
+			if a.Addresses[0] != b.Addresses[0] {
+				return a.Addresses[0] < b.Addresses[0]
+			}
+			return a.TargetRef.Name < b.TargetRef.Name
+		})
+		var ports []discoveryv1.EndpointPort
+		for _, p := range g.ports {
+			p := p
+			ports = append(ports, discoveryv1.EndpointPort{Name: &p.Name, Port: &p.Port, Protocol: &p.Protocol, AppProtocol: p.AppProtocol})
+		}
+		for start := 0; start < len(g.endpoints); start += MaxEndpointsPerSlice {
+			end := min(start+MaxEndpointsPerSlice, len(g.endpoints))
+			l := make(map[string]string, len(lbls))
+			for k, v := range lbls {
+				l[k] = v
+			}
+			out = append(out, &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", base, len(out)), Labels: l},
+				AddressType: g.at, Endpoints: g.endpoints[start:end], Ports: ports,
+			})
+		}
+	}
+	return out
+}
+
+// SlicesFor mirrors ep (the Endpoints of a Service without a selector)
+// into one EndpointSlice per subset, as the EndpointSliceMirroring
+// controller: ready addresses become endpoints with ready and serving
+// true, not-ready ones with both false; ports keep their names and
+// protocols (TCP when unset) and appProtocols.
 func SlicesFor(ep *corev1.Endpoints) []*discoveryv1.EndpointSlice {
 	var out []*discoveryv1.EndpointSlice
 	base := ep.Name
@@ -140,6 +323,9 @@ func SlicesFor(ep *corev1.Endpoints) []*discoveryv1.EndpointSlice {
 			add(a, false)
 		}
 		for _, p := range ss.Ports {
+			if p.Protocol == "" {
+				p.Protocol = corev1.ProtocolTCP
+			}
 			sl.Ports = append(sl.Ports, discoveryv1.EndpointPort{Name: &p.Name, Port: &p.Port, Protocol: &p.Protocol, AppProtocol: p.AppProtocol})
 		}
 		out = append(out, sl)
