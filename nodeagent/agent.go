@@ -100,6 +100,9 @@ type Config struct {
 	Proxy bool
 	// ProxyBindClusterIPs makes the proxy listen on Services' ClusterIPs.
 	ProxyBindClusterIPs bool
+	// ProxyServiceInterface is the dummy interface the proxy puts
+	// ClusterIPs on (proxy.Config.ServiceInterface); "": none.
+	ProxyServiceInterface string
 	// NodePortAddress is the address NodePorts listen on. Default NodeIP.
 	NodePortAddress string
 	// PodNetwork is the pod network of container pods (nodeagent/podnet):
@@ -302,7 +305,7 @@ func New(cfg Config) (*Agent, error) {
 	a.tokens = newTokenManager(cfg.API.CreateToken)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
-		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, Logger: a.log})
+		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, Logger: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 		}

@@ -108,6 +108,18 @@ type Config struct {
 	// NodePortAddress is the address NodePorts listen on; "" disables
 	// NodePorts.
 	NodePortAddress string
+	// ServiceInterface is a dummy interface (created when missing, e.g.
+	// ServiceInterface "orca-svc0") on which each Service's ClusterIP is
+	// added as a /32 (/128) address while the Service exists and removed
+	// after, so that the ClusterIP listeners are reachable from the node
+	// and its pods; addresses on it that no Service has are removed at
+	// start. Loopback ClusterIPs (127.0.0.0/8) are not added: they are
+	// local already. Needs CAP_NET_ADMIN and Linux: without, a warning is
+	// logged and ClusterIPs are reachable only when local by other means
+	// (a loopback service CIDR). "": no interface is managed. Addresses
+	// are left in place when the proxy stops: other agents of the host
+	// may serve them (see the package doc).
+	ServiceInterface string
 	// NodeName is this node's name, against which the Local traffic
 	// policies match endpoints' nodeName. "": the policies are ignored
 	// (every endpoint counts as local).
@@ -128,8 +140,10 @@ type Proxy struct {
 	slices    *store.Informer
 	queue     workqueue.TypedRateLimitingInterface[string]
 
-	mu    sync.Mutex              // guards ports
-	ports map[string]*servicePort // "ns/name:portName" -> state
+	mu         sync.Mutex              // guards ports, clusterIPs
+	ports      map[string]*servicePort // "ns/name:portName" -> state
+	addrs      *svcAddrs               // nil: no service interface
+	clusterIPs map[string]string       // "ns/name" -> ClusterIP put on addrs
 }
 
 // servicePort is one port of one Service: its listeners and backends.
@@ -234,7 +248,8 @@ func New(cfg Config) (*Proxy, error) {
 		slices:    store.NewInformer(cfg.Store, store.EndpointSlices),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, listenRetryMax)),
-		ports: map[string]*servicePort{},
+		ports:      map[string]*servicePort{},
+		clusterIPs: map[string]string{},
 	}, nil
 }
 
@@ -285,6 +300,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 		p.closeAll()
 		return nil
 	}
+	if p.cfg.ServiceInterface != "" {
+		p.startServiceInterface()
+	}
 	for {
 		key, quit := p.queue.Get()
 		if quit {
@@ -300,6 +318,46 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	p.closeAll()
 	return nil
+}
+
+// startServiceInterface sets up the service interface and removes the
+// addresses on it that no Service has (left by an earlier run).
+func (p *Proxy) startServiceInterface() {
+	a := newSvcAddrs(p.cfg.ServiceInterface)
+	if err := a.ensureLink(); err != nil {
+		p.log.Warn("ClusterIPs are not put on a service interface: only loopback ClusterIPs are reachable", "err", err)
+		return
+	}
+	want := map[string]bool{}
+	for _, o := range p.services.List("", labels.Everything()) {
+		if ip := p.clusterIPOf(o.(*corev1.Service)); ip != "" {
+			want[net.ParseIP(ip).String()] = true
+		}
+	}
+	have, err := a.list()
+	if err != nil {
+		p.log.Warn("service interface: stale addresses not removed", "err", err)
+	}
+	for _, ip := range have {
+		if !want[ip] {
+			if err := a.remove(ip); err != nil {
+				p.log.Warn("service interface: stale address not removed", "err", err)
+			}
+		}
+	}
+	p.mu.Lock()
+	p.addrs = a
+	p.mu.Unlock()
+	p.log.Info("ClusterIPs go on the service interface", "interface", p.cfg.ServiceInterface)
+}
+
+// clusterIPOf returns the ClusterIP of svc the service interface must
+// hold, or "".
+func (p *Proxy) clusterIPOf(svc *corev1.Service) string {
+	if ip := svc.Spec.ClusterIP; p.cfg.BindClusterIPs && ip != corev1.ClusterIPNone && needsAddr(ip) {
+		return ip
+	}
+	return ""
 }
 
 func (p *Proxy) closeAll() {
@@ -337,8 +395,12 @@ type portState struct {
 func (p *Proxy) sync(ctx context.Context, key string) error {
 	ns, name := splitNamespaced(key)
 	want := map[string]*portState{} // port key -> state
+	clusterIP := ""
 	if obj, ok := p.services.Get(ns, name); ok {
 		svc := obj.(*corev1.Service)
+		if len(svc.Spec.Ports) > 0 {
+			clusterIP = p.clusterIPOf(svc)
+		}
 		var slices []*discoveryv1.EndpointSlice
 		for _, o := range p.slices.List(ns, labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})) {
 			slices = append(slices, o.(*discoveryv1.EndpointSlice))
@@ -388,6 +450,25 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
+	old := p.clusterIPs[key]
+	if p.addrs != nil && clusterIP != "" {
+		// Before the listeners: a bind needs the address local.
+		if err := p.addrs.add(clusterIP); err != nil {
+			errs = append(errs, err)
+		} else {
+			p.clusterIPs[key] = clusterIP
+		}
+	}
+	defer func() {
+		// After the listeners are closed.
+		if p.addrs != nil && old != "" && old != clusterIP {
+			if err := p.addrs.remove(old); err != nil {
+				p.log.Warn("ClusterIP not removed from the service interface", "service", key, "err", err)
+			} else if p.clusterIPs[key] == old {
+				delete(p.clusterIPs, key)
+			}
+		}
+	}()
 	for pk, sp := range p.ports {
 		if svc, _ := splitPortKey(pk); svc != key {
 			continue

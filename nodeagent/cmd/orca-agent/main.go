@@ -28,6 +28,7 @@ import (
 	"github.com/orca-edge/orca/nodeagent"
 	clusterdns "github.com/orca-edge/orca/nodeagent/dns"
 	"github.com/orca-edge/orca/nodeagent/podnet"
+	"github.com/orca-edge/orca/nodeagent/proxy"
 	"github.com/orca-edge/orca/runtimes"
 	containerdruntime "github.com/orca-edge/orca/runtimes/containerd"
 	"github.com/orca-edge/orca/runtimes/imagestore"
@@ -42,6 +43,7 @@ type options struct {
 	nodeIP       string
 	dataDir      string
 	proxy        bool
+	proxySvcIf   string
 	nodePortAddr string
 	labels       []string
 	heartbeat    time.Duration
@@ -146,6 +148,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.nodeIP, "node-ip", "127.0.0.1", "this node's InternalIP: pods' host ports and NodePorts listen here")
 	f.StringVar(&o.dataDir, "data-dir", "/var/lib/orca/agent", "directory for pod logs, fetched modules and the compiled-code cache")
 	f.BoolVar(&o.proxy, "proxy", true, "run the L4 service proxy (ClusterIPs and NodePorts)")
+	f.StringVar(&o.proxySvcIf, "proxy-service-interface", proxy.ServiceInterface, "dummy interface the proxy puts ClusterIPs on (needs CAP_NET_ADMIN; \"\": none, ClusterIPs reachable only when local, as a loopback --service-cidr)")
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
@@ -267,7 +270,7 @@ func run(ctx context.Context, o options) error {
 		Store: st, API: nodeagent.NewRelayAPI(nc, o.nodeName), NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
-		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
+		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(), Routes: routes,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
