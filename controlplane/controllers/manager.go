@@ -29,6 +29,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
 	"github.com/orca-edge/orca/controlplane/controllers/rootcacertpublisher"
 	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
+	"github.com/orca-edge/orca/controlplane/controllers/servicelb"
 	"github.com/orca-edge/orca/controlplane/controllers/tokencleaner"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
@@ -82,6 +83,10 @@ type Config struct {
 	// --allocate-node-cidrs with --cluster-cidr. Empty: no allocation.
 	ClusterCIDR      string
 	NodeCIDRMaskSize int
+	// DisableServiceLB turns off the servicelb controller, which sets the
+	// ingress of LoadBalancer Services to the Ready nodes' addresses (k3s's
+	// --disable servicelb).
+	DisableServiceLB bool
 }
 
 // Manager runs the controllers over shared informers.
@@ -154,6 +159,9 @@ func New(cfg Config) (*Manager, error) {
 		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
 		{csr.ApproverName, wrap(csr.NewApprover(s, reg, csrs).Run)},
 		{tokencleaner.Name, wrap(tokencleaner.New(s, reg, 0).Run)},
+	}
+	if !cfg.DisableServiceLB {
+		m.controllers = append(m.controllers, namedRunner{servicelb.Name, wrap(servicelb.New(s, reg, services, nodes).Run)})
 	}
 	if cfg.ClusterCIDR != "" {
 		if cfg.NodeCIDRMaskSize == 0 {

@@ -50,8 +50,10 @@ type options struct {
 	clusterCIDR       string
 	nodeCIDRMaskSize  int
 	allocateNodeCIDRs bool
-	apiserver         bool
-	scheduler         bool
+	// disableServiceLB is k3s's --disable servicelb.
+	disableServiceLB bool
+	apiserver        bool
+	scheduler        bool
 	// disableScheduler is k3s's --disable-scheduler: the server runs
 	// without its scheduler (pods stay Pending), whatever --scheduler says.
 	disableScheduler bool
@@ -118,6 +120,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.StringVar(&o.clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range of pod IPs: each Node gets a subnet of it in spec.podCIDR (with --allocate-node-cidrs)")
 	f.IntVar(&o.nodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each Node's subnet of --cluster-cidr (24: 254 pods per node, 256 nodes in a /16)")
 	f.BoolVar(&o.allocateNodeCIDRs, "allocate-node-cidrs", true, "give every Node without spec.podCIDR a subnet of --cluster-cidr (the controllers' node IPAM)")
+	f.BoolVar(&o.disableServiceLB, "disable-servicelb", false, "do not set LoadBalancer Services' ingress to the Ready nodes' addresses (k3s's --disable servicelb): leave them to another load balancer")
 	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
 	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
 	f.BoolVar(&o.disableScheduler, "disable-scheduler", false, "do not run the scheduler: pods stay Pending until a scheduler runs (k3s's flag; the same as --scheduler=false)")
@@ -321,7 +324,7 @@ func run(ctx context.Context, o options) error {
 		if o.allocateNodeCIDRs {
 			clusterCIDR = o.clusterCIDR
 		}
-		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
+		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, DisableServiceLB: o.disableServiceLB, Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
 			RootCA: rootCA(sec), ClusterSigningCA: &csr.CA{Cert: sec.CA.Cert, Key: sec.CA.Key}, ClusterSigningDuration: o.clusterSigningDuration})
 		if err != nil {
 			return err
