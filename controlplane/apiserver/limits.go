@@ -123,6 +123,9 @@ func isLongRunning(req *http.Request) bool {
 	if n := len(segs); n >= 3 && segs[n-3] == "pods" && (segs[n-1] == "exec" || segs[n-1] == "attach" || segs[n-1] == "portforward") {
 		return true // streams (Kubernetes' long-running verbs: proxy, exec, attach, portforward)
 	}
+	if isProxyRequest(req) {
+		return true
+	}
 	if req.Method != http.MethodGet {
 		return false
 	}

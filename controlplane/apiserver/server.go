@@ -547,6 +547,9 @@ func (s *Server) dispatch(c echo.Context) error {
 	if p == "/apis/"+authorizationGroup || strings.HasPrefix(p, "/apis/"+authorizationGroup+"/") {
 		return s.authorizationAPI(c)
 	}
+	if pp, ok := parseProxyPath(p); ok { // pods/proxy, services/proxy
+		return s.serveProxy(c, pp)
+	}
 	ri, disc, err := s.parsePath(p)
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ func Pod() registry.Kind {
 			{Name: "exec", Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}},
 			{Name: "log", Verbs: metav1.Verbs{"get"}},
 			{Name: "portforward", Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}},
+			{Name: "proxy", Kind: "PodProxyOptions", Verbs: metav1.Verbs{"create", "delete", "get", "patch", "update"}},
 		},
 		Default: func(obj store.Object) { DefaultPodSpec(&obj.(*corev1.Pod).Spec) },
 		PrepareForCreate: func(obj store.Object) {

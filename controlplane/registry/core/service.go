@@ -30,8 +30,10 @@ func Service() registry.Kind {
 		Resource:       store.Services,
 		Categories:     []string{"all"},
 		NameValidation: apivalidation.NameIsDNS1035Label,
-		Status:         true,
-		Default:        func(obj store.Object) { defaultService(&obj.(*corev1.Service).Spec) },
+		// proxy is served by the apiserver (proxy_subresource.go).
+		Subresources: []registry.Subresource{{Name: "proxy", Kind: "ServiceProxyOptions", Verbs: metav1.Verbs{"create", "delete", "get", "patch", "update"}}},
+		Status:       true,
+		Default:      func(obj store.Object) { defaultService(&obj.(*corev1.Service).Spec) },
 		PrepareForCreate: func(obj store.Object) {
 			obj.(*corev1.Service).Status = corev1.ServiceStatus{}
 		},
