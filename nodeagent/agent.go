@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -100,6 +101,9 @@ type Config struct {
 	Proxy bool
 	// ProxyBindClusterIPs makes the proxy listen on Services' ClusterIPs.
 	ProxyBindClusterIPs bool
+	// Metrics, when set, gets the agent's Prometheus metrics (the
+	// proxy's orca_proxy_*).
+	Metrics prometheus.Registerer
 	// ProxyServiceInterface is the dummy interface the proxy puts
 	// ClusterIPs on (proxy.Config.ServiceInterface); "": none.
 	ProxyServiceInterface string
@@ -305,7 +309,7 @@ func New(cfg Config) (*Agent, error) {
 	a.tokens = newTokenManager(cfg.API.CreateToken)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
-		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, Logger: a.log})
+		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, Metrics: cfg.Metrics, Logger: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 		}

@@ -81,6 +81,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -90,6 +91,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -127,6 +129,9 @@ type Config struct {
 	// DialTimeout bounds each dial of an endpoint; on failure the next
 	// endpoint is tried. Default 2s.
 	DialTimeout time.Duration
+	// Metrics, when set, gets the proxy's per-Service-port metrics
+	// (orca_proxy_*, see metrics.go); nil: they are kept but not exported.
+	Metrics prometheus.Registerer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -139,6 +144,7 @@ type Proxy struct {
 	endpoints *store.Informer
 	slices    *store.Informer
 	queue     workqueue.TypedRateLimitingInterface[string]
+	m         *metrics
 
 	mu         sync.Mutex              // guards ports, clusterIPs
 	ports      map[string]*servicePort // "ns/name:portName" -> state
@@ -154,6 +160,7 @@ type servicePort struct {
 	affinity  atomic.Pointer[affinity] // nil without sessionAffinity
 	next      atomic.Uint64
 	listeners map[string]*listener // listen address -> listener; Proxy.mu
+	m         *portMetrics
 
 	flowsMu sync.Mutex
 	flows   map[*udpFlow]struct{} // live UDP flows of every listener
@@ -240,7 +247,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
 	return &Proxy{
+		m:         m,
 		cfg:       cfg,
 		log:       cfg.Logger.With("component", "proxy"),
 		services:  store.NewInformer(cfg.Store, store.Services),
@@ -368,6 +380,7 @@ func (p *Proxy) closeAll() {
 			l.Close()
 			delete(sp.listeners, a)
 		}
+		p.m.drop(sp.m)
 		delete(p.ports, k)
 	}
 }
@@ -479,6 +492,7 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				delete(sp.listeners, a)
 			}
 			sp.setBackends(&backendSet{})
+			p.m.drop(sp.m)
 			delete(p.ports, pk)
 		}
 	}
@@ -490,10 +504,13 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				delete(sp.listeners, a)
 			}
 			sp.setBackends(&backendSet{})
+			p.m.drop(sp.m)
 			ok = false
 		}
 		if !ok {
-			sp = &servicePort{key: pk, protocol: st.protocol, listeners: map[string]*listener{}, flows: map[*udpFlow]struct{}{}}
+			_, portName := splitPortKey(pk)
+			sp = &servicePort{key: pk, protocol: st.protocol, listeners: map[string]*listener{}, flows: map[*udpFlow]struct{}{},
+				m: p.m.forPort(ns, name, portName, string(st.protocol))}
 			p.ports[pk] = sp
 		}
 		if a := sp.affinity.Load(); st.affinity == 0 {
@@ -523,6 +540,10 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// copyChunk is how many bytes a TCP relay copies between updates of its
+// byte counters.
+const copyChunk = 1 << 20
 
 func splitNamespaced(key string) (ns, name string) {
 	for i := 0; i < len(key); i++ {
@@ -561,7 +582,11 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort, exte
 func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, external bool) {
 	var up net.Conn
 	client := c.RemoteAddr()
-	for i, addr := range sp.pick(client, external) {
+	eps := sp.pick(client, external)
+	if len(eps) == 0 {
+		sp.m.noEndpts.Inc()
+	}
+	for i, addr := range eps {
 		if i == maxDialAttempts {
 			break
 		}
@@ -572,25 +597,37 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, externa
 			sp.chose(client, addr)
 			break
 		}
+		sp.m.dialErrs.Inc()
 		p.log.Debug("dial endpoint failed", "service", sp.key, "endpoint", addr, "err", err)
 	}
 	if up == nil {
 		c.Close()
 		return
 	}
+	sp.m.conns.Inc()
+	sp.m.active.Inc()
+	defer sp.m.active.Dec()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst, src net.Conn, bytes prometheus.Counter) {
 		defer wg.Done()
-		io.Copy(dst, src)
+		// In chunks, so that long connections' bytes show before they end;
+		// io.CopyN keeps the kernel's splice between TCP sockets.
+		for {
+			n, err := io.CopyN(dst, src, copyChunk)
+			bytes.Add(float64(n))
+			if err != nil {
+				break
+			}
+		}
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		} else {
 			dst.Close()
 		}
 	}
-	go pipe(up, c)
-	go pipe(c, up)
+	go pipe(up, c, sp.m.bytesIn)
+	go pipe(c, up, sp.m.bytesOut)
 	wg.Wait()
 	c.Close()
 	up.Close()

@@ -418,3 +418,10 @@ func TestTrafficPolicyLocalAndExternalIPs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func deleteService(t *testing.T, s *store.Store, name string) {
+	t.Helper()
+	if _, err := s.Delete(context.Background(), store.Services, "default", name, ""); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -73,7 +73,9 @@ func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort, external bool) {
 		}
 		if _, err := f.up.Write(buf[:n]); err != nil {
 			p.log.Debug("udp write to endpoint failed", "service", sp.key, "err", err)
+			continue
 		}
+		sp.m.bytesIn.Add(float64(n))
 	}
 }
 
@@ -83,12 +85,18 @@ func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort, external bool) {
 // returns nil when there is no endpoint.
 func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, external bool, mu *sync.Mutex, flows map[string]*udpFlow) *udpFlow {
 	var f *udpFlow
-	for i, addr := range sp.pick(client, external) {
+	eps := sp.pick(client, external)
+	if len(eps) == 0 {
+		sp.m.noEndpts.Inc()
+		return nil
+	}
+	for i, addr := range eps {
 		if i == maxDialAttempts {
 			break
 		}
 		up, err := net.Dial("udp", addr)
 		if err != nil {
+			sp.m.dialErrs.Inc()
 			p.log.Debug("dial udp endpoint failed", "service", sp.key, "endpoint", addr, "err", err)
 			continue
 		}
@@ -108,9 +116,12 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 		delete(sp.flows, f)
 		sp.flowsMu.Unlock()
 		f.up.Close()
+		sp.m.noEndpts.Inc()
 		return nil
 	}
 	sp.chose(client, f.endpoint)
+	sp.m.conns.Inc()
+	sp.m.active.Inc()
 	ckey := client.String()
 	mu.Lock()
 	flows[ckey] = f
@@ -126,6 +137,7 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 			delete(sp.flows, f)
 			sp.flowsMu.Unlock()
 			f.up.Close()
+			sp.m.active.Dec()
 		}()
 		rbuf := make([]byte, 64<<10)
 		for {
@@ -157,6 +169,7 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 			if _, err := pc.WriteTo(rbuf[:n], client); err != nil {
 				return
 			}
+			sp.m.bytesOut.Add(float64(n))
 		}
 	}()
 	return f

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -44,6 +45,7 @@ type options struct {
 	dataDir      string
 	proxy        bool
 	proxySvcIf   string
+	metricsAddr  string
 	nodePortAddr string
 	labels       []string
 	heartbeat    time.Duration
@@ -148,6 +150,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.nodeIP, "node-ip", "127.0.0.1", "this node's InternalIP: pods' host ports and NodePorts listen here")
 	f.StringVar(&o.dataDir, "data-dir", "/var/lib/orca/agent", "directory for pod logs, fetched modules and the compiled-code cache")
 	f.BoolVar(&o.proxy, "proxy", true, "run the L4 service proxy (ClusterIPs and NodePorts)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", defaultMetricsAddress, "host:port the agent serves Prometheus /metrics on (the proxy's orca_proxy_* per Service port), unauthenticated; \"\" or 0: off")
 	f.StringVar(&o.proxySvcIf, "proxy-service-interface", proxy.ServiceInterface, "dummy interface the proxy puts ClusterIPs on (needs CAP_NET_ADMIN; \"\": none, ClusterIPs reachable only when local, as a loopback --service-cidr)")
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
@@ -230,6 +233,11 @@ func run(ctx context.Context, o options) error {
 	if o.hollow != 0 {
 		return runHollow(ctx, o, labels, fail)
 	}
+	reg := prometheus.NewRegistry()
+	if _, err := startMetrics(ctx, o.metricsAddr, reg); err != nil {
+		// Another agent of the host has the address: run on without.
+		slog.Warn("metrics not served", "err", err)
+	}
 	nc, bindOnly, err := connectNATS(ctx, o, fail)
 	if err != nil {
 		return err
@@ -270,7 +278,7 @@ func run(ctx context.Context, o options) error {
 		Store: st, API: nodeagent.NewRelayAPI(nc, o.nodeName), NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
-		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
+		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(), Routes: routes,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
