@@ -167,7 +167,10 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 			sp.IPFamilyPolicy = &pol
 		}
 	}
-	needsPorts := sp.Type == corev1.ServiceTypeNodePort || sp.Type == corev1.ServiceTypeLoadBalancer
+	// As kube-apiserver's shouldAllocateNodePorts: NodePort Services, and
+	// LoadBalancers unless allocateLoadBalancerNodePorts is false.
+	needsPorts := sp.Type == corev1.ServiceTypeNodePort ||
+		(sp.Type == corev1.ServiceTypeLoadBalancer && (sp.AllocateLoadBalancerNodePorts == nil || *sp.AllocateLoadBalancerNodePorts))
 	oldPorts := map[int32]int32{}
 	if old != nil {
 		for _, p := range old.Spec.Ports {
@@ -177,16 +180,40 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 			}
 		}
 	}
+	// byPort is the nodePort given to each service port number in this
+	// Service: ports of one number and different protocols (DNS on TCP
+	// and UDP 53) share it, as kube-apiserver's initNodePorts.
+	byPort := map[int32]int32{}
+	take := func(np int32) {
+		if !ports[np] {
+			gotPorts = append(gotPorts, np)
+		}
+		ports[np] = true
+	}
 	for i := range sp.Ports {
 		port := &sp.Ports[i]
 		p := field.NewPath("spec", "ports").Index(i).Child("nodePort")
-		if !needsPorts {
-			continue
+		if !needsPorts && (port.NodePort == 0 || sp.Type != corev1.ServiceTypeLoadBalancer) {
+			continue // a LoadBalancer without allocated nodePorts keeps those it asks for
+		}
+		if port.NodePort == 0 {
+			if np, ok := byPort[port.Port]; ok {
+				port.NodePort = np
+				continue
+			}
+			// A later port of the same number that asks for one.
+			for _, q := range sp.Ports[i+1:] {
+				if q.Port == port.Port && q.NodePort != 0 {
+					port.NodePort = q.NodePort
+					break
+				}
+			}
 		}
 		if port.NodePort == 0 {
 			if np, ok := oldPorts[port.Port]; ok {
 				port.NodePort = np
 				ports[np] = true
+				byPort[port.Port] = np
 				continue
 			}
 			np, ok := a.nextPort(ports)
@@ -194,20 +221,23 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 				return nil, apierrors.NewInternalError(fmt.Errorf("allocate node port for service %s/%s: range %d-%d is full", svc.Namespace, svc.Name, a.portLo, a.portHi))
 			}
 			port.NodePort = np
-			ports[np] = true
-			gotPorts = append(gotPorts, np)
+			take(np)
+			byPort[port.Port] = np
 			continue
 		}
 		if int(port.NodePort) < a.portLo || int(port.NodePort) > a.portHi {
 			errs = append(errs, field.Invalid(p, port.NodePort, fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %d-%d", a.portLo, a.portHi)))
 			continue
 		}
+		if np, ok := byPort[port.Port]; ok && np == port.NodePort {
+			continue // shared with a port of the same number
+		}
 		if ports[port.NodePort] {
 			errs = append(errs, field.Invalid(p, port.NodePort, "provided port is already allocated"))
 			continue
 		}
-		ports[port.NodePort] = true
-		gotPorts = append(gotPorts, port.NodePort)
+		take(port.NodePort)
+		byPort[port.Port] = port.NodePort
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(store.Services.GroupVersion().WithKind("Service").GroupKind(), svc.Name, errs)

@@ -65,6 +65,36 @@ func TestServiceAllocation(t *testing.T) {
 	if code, out := e.do("POST", svcs, "application/json", dupIP); code != 422 {
 		t.Errorf("dup clusterIP: %d %s", code, out)
 	}
+	// Ports of one number on TCP and UDP share a nodePort, allocated or
+	// asked for by one of them (kube-apiserver's initNodePorts); a
+	// LoadBalancer with allocateLoadBalancerNodePorts false gets none.
+	dnsBody := func(name string, udpNodePort int32) map[string]any {
+		udp := map[string]any{"name": "dns-udp", "port": 53, "protocol": "UDP"}
+		if udpNodePort != 0 {
+			udp["nodePort"] = udpNodePort
+		}
+		return map[string]any{"metadata": map[string]any{"name": name}, "spec": map[string]any{"type": "NodePort", "selector": map[string]any{"app": name},
+			"ports": []any{map[string]any{"name": "dns-tcp", "port": 53, "protocol": "TCP"}, udp}}}
+	}
+	var dns, dns2 corev1.Service
+	e.must(http.StatusCreated, "POST", svcs, "application/json", dnsBody("dns", 0), &dns)
+	if p := dns.Spec.Ports; p[0].NodePort == 0 || p[0].NodePort != p[1].NodePort {
+		t.Errorf("dns nodePorts %d and %d, want one shared", p[0].NodePort, p[1].NodePort)
+	}
+	e.must(http.StatusCreated, "POST", svcs, "application/json", dnsBody("dns2", 31053), &dns2)
+	if p := dns2.Spec.Ports; p[0].NodePort != 31053 || p[1].NodePort != 31053 {
+		t.Errorf("dns2 nodePorts %d and %d, want 31053 twice", p[0].NodePort, p[1].NodePort)
+	}
+	if code, out := e.do("POST", svcs, "application/json", dnsBody("dns3", 31053)); code != 422 {
+		t.Errorf("a third service on 31053: %d %s", code, out)
+	}
+	var lb corev1.Service
+	lbBody := svc("lb", "LoadBalancer", nil)
+	lbBody["spec"].(map[string]any)["allocateLoadBalancerNodePorts"] = false
+	e.must(http.StatusCreated, "POST", svcs, "application/json", lbBody, &lb)
+	if n := lb.Spec.Ports[0].NodePort; n != 0 {
+		t.Errorf("LoadBalancer without node ports got %d", n)
+	}
 	// Updates keep the addresses even when the client leaves them out.
 	var upd corev1.Service
 	e.must(http.StatusOK, "PUT", svcs+"/np", "application/json", svc("np", "NodePort", nil), &upd)
