@@ -261,6 +261,11 @@ func (r *Routes) plan(nodes []*corev1.Node) (own *net.IPNet, peers []peer, probl
 	return own, peers, problems
 }
 
+// routeKey holds what of n the routes depend on.
+func routeKey(n *corev1.Node) string {
+	return fmt.Sprintf("%s|%v|%s", n.Spec.PodCIDR, internalIPv4(n), n.Annotations[VTEPMACAnnotation])
+}
+
 // internalIPv4 is n's first IPv4 InternalIP, or nil.
 func internalIPv4(n *corev1.Node) net.IP {
 	for _, a := range n.Status.Addresses {
@@ -305,8 +310,13 @@ func (r *Routes) Run(ctx context.Context, nodes *store.Informer) {
 		}
 	}
 	nodes.AddHandler(store.Handler{
-		OnAdd:    func(store.Object) { poke() },
-		OnUpdate: func(_, _ store.Object) { poke() },
+		OnAdd: func(store.Object) { poke() },
+		OnUpdate: func(o, n store.Object) {
+			// Status heartbeats of every node need no sync.
+			if routeKey(o.(*corev1.Node)) != routeKey(n.(*corev1.Node)) {
+				poke()
+			}
+		},
 		OnDelete: func(store.Object) { poke() },
 	})
 	if !nodes.WaitForSync(ctx) {

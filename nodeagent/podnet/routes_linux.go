@@ -65,6 +65,12 @@ func dump[T any](f func() ([]T, error)) ([]T, error) {
 func (r *Routes) apply(own *net.IPNet, peers []peer) error {
 	h := r.nl.h
 	var errs []error
+	have, err := dump(func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: r.cfg.Table, Protocol: RouteProtocol}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	})
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
 	want := map[string]netlink.Route{} // by destination
 	switch r.cfg.Backend {
 	case BackendVXLAN:
@@ -92,7 +98,20 @@ func (r *Routes) apply(own *net.IPNet, peers []peer) error {
 		}
 		errs = append(errs, r.pruneNeighbours(idx, wantNeigh, wantFDB))
 	case BackendHostGW:
+		existing := map[string]netlink.Route{}
+		for _, rt := range have {
+			if rt.Dst != nil && len(rt.MultiPath) == 0 {
+				existing[rt.Dst.String()] = rt
+			}
+		}
 		for _, p := range peers {
+			if e, ok := existing[p.cidr.String()]; ok && e.Gw.Equal(p.ip) {
+				// In place: the kernel removes a route whose link
+				// went down or lost the gateway's subnet, so no
+				// lookup per node and sync is needed.
+				want[p.cidr.String()] = netlink.Route{LinkIndex: e.LinkIndex, Dst: p.cidr, Gw: p.ip}
+				continue
+			}
 			link, err := r.onLink(p)
 			if err != nil {
 				errs = append(errs, err)
@@ -105,12 +124,6 @@ func (r *Routes) apply(own *net.IPNet, peers []peer) error {
 		errs = append(errs, r.removeVXLAN())
 	}
 
-	have, err := dump(func() ([]netlink.Route, error) {
-		return h.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: r.cfg.Table, Protocol: RouteProtocol}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
-	})
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("list routes: %w", err))...)
-	}
 	current := map[string]bool{}
 	for _, rt := range have {
 		if rt.Dst == nil {
