@@ -170,6 +170,11 @@ type Config struct {
 	// ImageGC configures the garbage collection of unused images
 	// (imagegc.go; the kubelet's thresholds, defaults 85% and 80%).
 	ImageGC ImageGCConfig
+	// Services, when set, is a Services informer shared with other agents
+	// of this process (hollow nodes) that its caller runs; nil: the agent
+	// runs its own over Store. It gives pods their Service environment
+	// variables (serviceenv.go) and feeds the DNS server.
+	Services *store.Informer
 	// RuntimeClasses, when set, is a RuntimeClasses informer shared with
 	// other agents of this process (hollow nodes): its caller runs it
 	// and it must outlive the agent (the agent's handler stays
@@ -193,6 +198,7 @@ type Agent struct {
 
 	nodePods *store.Informer
 	rcs      *store.Informer
+	services *store.Informer // Services, for pods' environment and the DNS server
 	proxy    *proxy.Proxy
 	dns      *clusterdns.Server
 	routes   *podnet.Routes // nil: Config.Routes unset
@@ -304,6 +310,10 @@ func New(cfg Config) (*Agent, error) {
 	if a.rcs == nil {
 		a.rcs = store.NewInformer(cfg.Store, store.RuntimeClasses)
 	}
+	a.services = cfg.Services
+	if a.services == nil {
+		a.services = store.NewInformer(cfg.Store, store.Services)
+	}
 	a.logs = newLiveLogs()
 	a.recorder = events.NewWithSink(eventSink{cfg.API}, "kubelet", cfg.NodeName)
 	a.tokens = newTokenManager(cfg.API.CreateToken)
@@ -319,6 +329,9 @@ func New(cfg Config) (*Agent, error) {
 		dc := *cfg.DNS
 		if dc.Store == nil {
 			dc.Store = cfg.Store
+		}
+		if dc.Services == nil {
+			dc.Services = a.services
 		}
 		if dc.ClusterDomain == "" {
 			dc.ClusterDomain = cfg.ClusterDomain
@@ -409,7 +422,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.RuntimeClasses == nil {
 		goRun(func() { a.rcs.Run(ctx) })
 	}
-	if !a.rcs.WaitForSync(ctx) {
+	if a.cfg.Services == nil {
+		goRun(func() { a.services.Run(ctx) })
+	}
+	// Containers start once the Services are known, for their
+	// environment, as the kubelet's serviceHasSynced.
+	if !a.rcs.WaitForSync(ctx) || !a.services.WaitForSync(ctx) {
 		wg.Wait()
 		return nil
 	}

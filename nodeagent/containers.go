@@ -476,6 +476,9 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 	}
 	spec.PullPolicy, spec.RegistryAuth = pullPolicy(c.spec), w.registryAuth(ctx) // pullsecrets.go
 	w.networkSpec(&spec)
+	if err := w.dnsSpec(c, &spec); err != nil { // resolvconf.go
+		return runtimes.TaskSpec{}, err
+	}
 	spec.Stdin, spec.StdinOnce, spec.TTY = c.spec.Stdin, c.spec.StdinOnce, c.spec.TTY // for kubectl attach
 	if q, ok := c.spec.Resources.Limits[corev1.ResourceMemory]; ok {
 		spec.MemoryLimitBytes = q.Value()

@@ -15,7 +15,9 @@ import (
 // containerEnv resolves c's environment as the kubelet's makeEnvironmentVariables
 // does: envFrom sources first (ConfigMaps and Secrets, with prefix), then
 // env in order, each value $(VAR)-expanded against the variables defined
-// before it; later definitions replace earlier ones in place. Missing
+// before it and then the Service variables (serviceenv.go); later
+// definitions replace earlier ones in place; last, the Service variables
+// the container does not define itself. Missing
 // non-optional ConfigMaps, Secrets or keys are errors (the container then
 // waits with CreateContainerConfigError).
 //
@@ -29,6 +31,11 @@ import (
 func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]string, error) {
 	var order []string
 	vals := map[string]string{}
+	svcEnv := w.podServiceEnv()
+	scope := make(map[string]string, len(svcEnv)) // what $(VAR) sees: vals over the Service variables
+	for _, e := range svcEnv {
+		scope[e.Name] = e.Value
+	}
 	total := 0 // bytes of the "NAME=value" strings in vals
 	set := func(k, v string) error {
 		if old, ok := vals[k]; ok {
@@ -40,7 +47,7 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 		if total > maxEnvBytes {
 			return fmt.Errorf("env %s of container %s: environment exceeds %d bytes", k, c.Name, maxEnvBytes)
 		}
-		vals[k] = v
+		vals[k], scope[k] = v, v
 		return nil
 	}
 	for _, from := range c.EnvFrom {
@@ -75,7 +82,7 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			v, ok := expand(e.Value, vals, maxExpandedValue)
+			v, ok := expand(e.Value, scope, maxExpandedValue)
 			if !ok {
 				return nil, fmt.Errorf("env %s of container %s: expanded value exceeds %d bytes", e.Name, c.Name, maxExpandedValue)
 			}
@@ -90,6 +97,13 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container) ([]st
 		}
 		if ok {
 			if err := set(e.Name, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, e := range svcEnv {
+		if _, ok := vals[e.Name]; !ok {
+			if err := set(e.Name, e.Value); err != nil {
 				return nil, err
 			}
 		}

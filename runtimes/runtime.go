@@ -128,6 +128,11 @@ type TaskSpec struct {
 	// PodIP is the pod's IP in NetNSPath ("" when it has none); runtimes
 	// reach the task's ports there.
 	PodIP string
+	// ResolvConf is the container's /etc/resolv.conf as the agent formed
+	// it from the pod's dnsPolicy and dnsConfig (nodeagent/resolvconf.go);
+	// nil: the runtime's default (the node's). Runtimes without such a
+	// file (WASM) ignore it.
+	ResolvConf []byte
 	// Stdin keeps the task's stdin open for attach; StdinOnce closes it
 	// after the first attach ends; TTY allocates a terminal (the
 	// container's stdin, stdinOnce and tty).

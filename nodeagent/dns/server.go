@@ -68,6 +68,9 @@ type Config struct {
 	// once per Pod of a headless Service's endpoint, a get of the Pod.
 	// Required.
 	Store *store.Store
+	// Services, when set, is a Services informer over Store that the
+	// caller runs (the agent's, shared); nil: the server runs its own.
+	Services *store.Informer
 	// ClusterDomain is the zone answered here. Default "cluster.local".
 	ClusterDomain string
 	// Listen is the "host:port" served on both UDP and TCP. Default
@@ -91,14 +94,15 @@ type Config struct {
 
 // Server is the DNS server. Create it with New, start it with Run.
 type Server struct {
-	cfg       Config
-	zone      string // fully qualified, lower case: "cluster.local."
-	log       *slog.Logger
-	idx       *index
-	services  *store.Informer
-	slices    *store.Informer
-	queue     workqueue.TypedRateLimitingInterface[string]
-	upstreams []string
+	cfg         Config
+	zone        string // fully qualified, lower case: "cluster.local."
+	log         *slog.Logger
+	idx         *index
+	services    *store.Informer
+	ownServices bool // services is the server's own: Run runs it
+	slices      *store.Informer
+	queue       workqueue.TypedRateLimitingInterface[string]
+	upstreams   []string
 
 	mu    sync.Mutex
 	addr  string // bound address; set before ready closes
@@ -135,13 +139,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	ownServices := false
+	if cfg.Services == nil {
+		cfg.Services = store.NewInformer(cfg.Store, store.Services)
+		ownServices = true
+	}
 	return &Server{
-		cfg:      cfg,
-		zone:     zone,
-		log:      cfg.Logger.With("component", "dns"),
-		idx:      newIndex(cfg.Store),
-		services: store.NewInformer(cfg.Store, store.Services),
-		slices:   store.NewInformer(cfg.Store, store.EndpointSlices),
+		ownServices: ownServices,
+		cfg:         cfg,
+		zone:        zone,
+		log:         cfg.Logger.With("component", "dns"),
+		idx:         newIndex(cfg.Store),
+		services:    cfg.Services,
+		slices:      store.NewInformer(cfg.Store, store.EndpointSlices),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second)),
 		ready: make(chan struct{}),
@@ -210,8 +220,11 @@ func (s *Server) Run(ctx context.Context) error {
 		OnDelete: func(o store.Object) { onSlice(o, true) },
 	})
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); s.services.Run(ctx) }()
+	if s.ownServices {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.services.Run(ctx) }()
+	}
+	wg.Add(1)
 	go func() { defer wg.Done(); s.slices.Run(ctx) }()
 
 	h := dns.HandlerFunc(s.serveDNS)

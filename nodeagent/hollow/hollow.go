@@ -174,7 +174,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rcs, stopRCs, err := sharedRuntimeClasses(ctx, cfg)
+	rcs, svcs, stopRCs, err := sharedRuntimeClasses(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) error {
 			var once sync.Once
 			release := func() { once.Do(func() { <-sem }) }
 			defer release()
-			if err := runNode(ctx, cfg, i, rcs, release); err != nil {
+			if err := runNode(ctx, cfg, i, rcs, svcs, release); err != nil {
 				cancel(err)
 			}
 		}()
@@ -210,40 +210,41 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// sharedRuntimeClasses starts the RuntimeClasses informer every node of
-// the process shares, over a connection of its own as the first node
-// (every node may read every RuntimeClass: no node reads more than it
-// could alone), and returns it once synced with its stop function. It
-// returns nil, nil, nil when ctx ended first.
-func sharedRuntimeClasses(ctx context.Context, cfg Config) (*store.Informer, func(), error) {
+// sharedRuntimeClasses starts the RuntimeClasses and Services informers
+// every node of the process shares, over a connection of its own as the
+// first node (every node may read every RuntimeClass and Service: no node
+// reads more than it could alone), and returns them once synced with
+// their stop function. It returns nils when ctx ended first.
+func sharedRuntimeClasses(ctx context.Context, cfg Config) (*store.Informer, *store.Informer, func(), error) {
 	name := NodeName(cfg.NamePrefix, 0)
 	nc, err := cfg.Connect(ctx, name)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, nil
+			return nil, nil, nil, nil
 		}
-		return nil, nil, fmt.Errorf("hollow node %s: connect: %w", name, err)
+		return nil, nil, nil, fmt.Errorf("hollow node %s: connect: %w", name, err)
 	}
 	st, err := store.New(nc, store.Config{BindOnly: true})
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("hollow node %s: %w", name, err)
+		return nil, nil, nil, fmt.Errorf("hollow node %s: %w", name, err)
 	}
-	inf := store.NewInformer(st, store.RuntimeClasses)
+	inf, svcs := store.NewInformer(st, store.RuntimeClasses), store.NewInformer(st, store.Services)
 	ictx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); inf.Run(ictx) }()
-	stop := func() { cancel(); <-done; st.Close(); nc.Close() }
-	if !inf.WaitForSync(ctx) {
+	done := make(chan struct{}, 2)
+	go func() { inf.Run(ictx); done <- struct{}{} }()
+	go func() { svcs.Run(ictx); done <- struct{}{} }()
+	stop := func() { cancel(); <-done; <-done; st.Close(); nc.Close() }
+	if !inf.WaitForSync(ctx) || !svcs.WaitForSync(ctx) {
 		stop()
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	return inf, stop, nil
+	return inf, svcs, stop, nil
 }
 
 // runNode runs hollow node i until ctx ends; started is called once the
 // agent is ready (or failed).
-func runNode(ctx context.Context, cfg Config, i int, rcs *store.Informer, started func()) error {
+func runNode(ctx context.Context, cfg Config, i int, rcs, svcs *store.Informer, started func()) error {
 	name := NodeName(cfg.NamePrefix, i)
 	nc, err := cfg.Connect(ctx, name)
 	if err != nil {
@@ -274,7 +275,7 @@ func runNode(ctx context.Context, cfg Config, i int, rcs *store.Informer, starte
 	a, err := nodeagent.New(nodeagent.Config{
 		Store: st, API: cfg.API(nc, name), NATS: nc, NodeName: name, NodeIP: NodeIP(i),
 		DataDir: filepath.Join(cfg.DataDir, name), Runtimes: rts, Capacity: cfg.Capacity, Labels: labels,
-		HeartbeatInterval: cfg.HeartbeatInterval, NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency, RuntimeClasses: rcs,
+		HeartbeatInterval: cfg.HeartbeatInterval, NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency, RuntimeClasses: rcs, Services: svcs,
 		// No mounts (no tmpfs per Secret volume: nothing reads them)
 		// and no image garbage collection: the fake runtime holds no images.
 		NoMounts: true,

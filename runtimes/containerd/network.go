@@ -62,6 +62,9 @@ func (r *Runtime) withNetwork(cid string, spec runtimes.TaskSpec) oci.SpecOpts {
 			if err := oci.WithHostHostsFile(ctx, client, c, s); err != nil {
 				return err
 			}
+			if spec.ResolvConf != nil { // dnsPolicy ClusterFirstWithHostNet
+				return r.bindNetworkFiles(cid, s, [][3]string{{"resolv.conf", "/etc/resolv.conf", string(spec.ResolvConf)}})
+			}
 			return oci.WithHostResolvconf(ctx, client, c, s)
 		}
 		if spec.NetNSPath != "" {
@@ -69,32 +72,37 @@ func (r *Runtime) withNetwork(cid string, spec runtimes.TaskSpec) oci.SpecOpts {
 				return err
 			}
 		}
-		dir := r.etcDir(cid)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("network files: %w", err)
-		}
-		resolv, err := resolvConf(nodeResolvConf, resolvedResolvConf)
-		if err != nil {
-			return err
+		resolv := spec.ResolvConf
+		if resolv == nil {
+			var err error
+			if resolv, err = resolvConf(nodeResolvConf, resolvedResolvConf); err != nil {
+				return err
+			}
 		}
 		name := hostname(spec.PodName)
-		files := []struct {
-			name, target string
-			data         []byte
-		}{
-			{"hosts", "/etc/hosts", hostsFile(spec.PodIP, name)},
-			{"hostname", "/etc/hostname", []byte(name + "\n")},
-			{"resolv.conf", "/etc/resolv.conf", resolv},
-		}
-		for _, f := range files {
-			p := filepath.Join(dir, f.name)
-			if err := os.WriteFile(p, f.data, 0o644); err != nil {
-				return fmt.Errorf("network files: %w", err)
-			}
-			s.Mounts = append(s.Mounts, specs.Mount{Destination: f.target, Type: "bind", Source: p, Options: []string{"rbind", "rprivate", "rw"}})
-		}
-		return nil
+		return r.bindNetworkFiles(cid, s, [][3]string{
+			{"hosts", "/etc/hosts", string(hostsFile(spec.PodIP, name))},
+			{"hostname", "/etc/hostname", name + "\n"},
+			{"resolv.conf", "/etc/resolv.conf", string(resolv)},
+		})
 	}
+}
+
+// bindNetworkFiles writes files (name under etcDir, path in the
+// container, content) and bind-mounts them into s.
+func (r *Runtime) bindNetworkFiles(cid string, s *oci.Spec, files [][3]string) error {
+	dir := r.etcDir(cid)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("network files: %w", err)
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f[0])
+		if err := os.WriteFile(p, []byte(f[2]), 0o644); err != nil {
+			return fmt.Errorf("network files: %w", err)
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: f[1], Type: "bind", Source: p, Options: []string{"rbind", "rprivate", "rw"}})
+	}
+	return nil
 }
 
 // hostsFile is the kubelet's managed hosts file (managedHostsFileContent)
