@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	gwebsocket "github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -327,6 +328,20 @@ func TestProxyDirect(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ws" { // a WebSocket echo: an upgrade through the proxy
+			up := gwebsocket.Upgrader{}
+			c, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for {
+				mt, m, err := c.ReadMessage()
+				if err != nil || c.WriteMessage(mt, append([]byte("echo "), m...)) != nil {
+					return
+				}
+			}
+		}
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s query=%s body=%s\n", r.Method, r.URL.Path, r.URL.RawQuery, body)
 		w.(http.Flusher).Flush()
@@ -352,6 +367,27 @@ func TestProxyDirect(t *testing.T) {
 	if code != 200 || !strings.HasPrefix(string(b), "DELETE / query=") {
 		t.Errorf("DELETE pods/own-ip:http/proxy/: %d %q", code, b)
 	}
+
+	// An upgrade (WebSocket) through pods/proxy, as the admin.
+	d := gwebsocket.Dialer{TLSClientConfig: e.sec.TLS(e.sec.Admin)}
+	ws, resp, err := d.Dial(fmt.Sprintf("wss%s/api/v1/namespaces/default/pods/own-ip:%d/proxy/ws", strings.TrimPrefix(e.url, "https"), port), nil)
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		t.Fatalf("WebSocket through pods/proxy: %v (%d)", err, code)
+	}
+	for _, m := range []string{"one", "two"} {
+		if err := ws.WriteMessage(gwebsocket.TextMessage, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := ws.ReadMessage()
+		if err != nil || string(got) != "echo "+m {
+			t.Errorf("WebSocket: %q %v", got, err)
+		}
+	}
+	ws.Close()
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: "default"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(int32(port))}}}}
