@@ -56,6 +56,13 @@ const (
 	// vxlan mode, as flannel's flannel.alpha.coreos.com/backend-data
 	// {"VtepMAC": ...}. Nodes without it are not reachable in vxlan mode.
 	VTEPMACAnnotation = "orca.dev/vtep-mac"
+	// PublicIPAnnotation on a Node names the IPv4 address other nodes
+	// send its VXLAN traffic to instead of its InternalIP, as flannel's
+	// flannel.alpha.coreos.com/public-ip-overwrite: the site's NAT
+	// address for a node behind NAT (which forwards UDP port 8472 to the
+	// node). Set by the administrator (kubectl annotate node); vxlan mode
+	// only.
+	PublicIPAnnotation = "orca.dev/public-ip"
 	// vxlanOverhead is what VXLAN adds to each packet over IPv4: outer
 	// IPv4 (20), UDP (8), VXLAN (8) and inner Ethernet (14) headers.
 	vxlanOverhead = 50
@@ -195,7 +202,7 @@ func (r *Routes) VTEPMAC() net.HardwareAddr { return slices.Clone(r.mac) }
 type peer struct {
 	name string
 	cidr *net.IPNet // its spec.podCIDR
-	ip   net.IP     // its InternalIP
+	ip   net.IP     // its InternalIP (vxlan: or its PublicIPAnnotation)
 	mac  net.HardwareAddr
 }
 
@@ -246,6 +253,14 @@ func (r *Routes) plan(nodes []*corev1.Node) (own *net.IPNet, peers []peer, probl
 				continue
 			}
 			p.mac = mac
+			if s := n.Annotations[PublicIPAnnotation]; s != "" {
+				ip := net.ParseIP(s).To4()
+				if ip == nil {
+					problems = append(problems, fmt.Errorf("node %s: annotation %s=%q is not an IPv4 address", n.Name, PublicIPAnnotation, s))
+					continue
+				}
+				p.ip = ip
+			}
 		}
 		peers = append(peers, p)
 	}
@@ -263,7 +278,7 @@ func (r *Routes) plan(nodes []*corev1.Node) (own *net.IPNet, peers []peer, probl
 
 // routeKey holds what of n the routes depend on.
 func routeKey(n *corev1.Node) string {
-	return fmt.Sprintf("%s|%v|%s", n.Spec.PodCIDR, internalIPv4(n), n.Annotations[VTEPMACAnnotation])
+	return fmt.Sprintf("%s|%v|%s|%s", n.Spec.PodCIDR, internalIPv4(n), n.Annotations[VTEPMACAnnotation], n.Annotations[PublicIPAnnotation])
 }
 
 // internalIPv4 is n's first IPv4 InternalIP, or nil.

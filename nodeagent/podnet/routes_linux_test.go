@@ -394,7 +394,8 @@ func TestRoutesHostGW(t *testing.T) {
 // what they do here follows from Node events). host-gw refuses (no
 // shared link); in vxlan mode every pod reaches every other by pod IP, through the VXLAN
 // device with the VTEP MACs the agents publish on their Nodes; a deleted
-// Node's route, neighbour and FDB entries go; backend none removes all.
+// Node's route, neighbour and FDB entries go; a public-IP annotation
+// moves the tunnel's endpoint; backend none removes all.
 func TestRoutesVXLANAcrossRouter(t *testing.T) {
 	b := newBed(t)
 	b.routed(3)
@@ -470,6 +471,23 @@ func TestRoutesVXLANAcrossRouter(t *testing.T) {
 		t.Fatal("h1's pod still reaches h3's pod after h3's Node was deleted")
 	}
 	if err := talk(h2, h1); err != nil {
+		t.Fatal(err)
+	}
+
+	// h2 announces another address for its tunnel (as a node behind NAT
+	// would its site's): h1 sends there, and the pods still talk.
+	b.ip("-n", h2.ns, "addr", "add", "10.215.2.3/24", "dev", "eth0")
+	if _, err := st.GuaranteedUpdate(context.Background(), store.Nodes, "", h2.name, nil, func(cur store.Object) (store.Object, error) {
+		n := cur.DeepCopyObject().(*corev1.Node)
+		n.Annotations[podnet.PublicIPAnnotation] = "10.215.2.3"
+		return n, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Eventually(t, 20*time.Second, func() error {
+		return equalOrErr("h1's FDB", fdb(t, h1.ns), []string{podnet.VTEPMAC("h2").String() + " dst 10.215.2.3"})
+	})
+	if err := talk(h1, h2); err != nil {
 		t.Fatal(err)
 	}
 
