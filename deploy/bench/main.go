@@ -175,7 +175,7 @@ type scenario struct {
 func main() {
 	short := flag.Bool("short", false, "fewer pods, nodes and runs (under 5 minutes)")
 	out := flag.String("out", ".bench", "directory the JSON report and profiles are written to")
-	only := flag.String("only", "", "run only the scenarios whose id matches this regular expression (a.1000, a.5000, b, c, d, e)")
+	only := flag.String("only", "", "run only the scenarios whose id matches this regular expression (a.1000, a.5000, b, c, d, e, f)")
 	runs := flag.Int("runs", 0, "runs per figure (default 3; 5 without -short for the short scenarios)")
 	cpu := flag.Bool("cpuprofile", false, "write a CPU profile of orca-server during the first run of each scenario (needs orca-server --profiling)")
 	mem := flag.Bool("memprofile", false, "write a heap profile of orca-server at the end of the first run of each scenario")

@@ -122,5 +122,12 @@ func scenarios(e *env) []scenario {
 		},
 		run: func(ctx context.Context, e *env) (*sample, error) { return runFootprint(ctx, e, "e", fpNodes, fpPods) },
 	})
+	netDur, netBulk := 10*time.Second, 1<<30
+	if e.short {
+		netDur, netBulk = 4*time.Second, 256<<20
+	}
+	out = append(out, scenario{id: "f", runs: runs, figures: networkFigures(), inProcess: true,
+		run: func(ctx context.Context, e *env) (*sample, error) { return runNetwork(ctx, e, "f", netDur, netBulk) },
+	})
 	return out
 }
