@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -130,8 +129,10 @@ type Config struct {
 	ClusterDomain string
 	// ClusterDNS are the nameserver IPs of container pods under dnsPolicy
 	// ClusterFirst, the kubelet's --cluster-dns. Default: the host of
-	// DNS.Listen when DNS is set. Empty: ClusterFirst pods get the node's
-	// resolv.conf, as the kubelet without clusterDNS.
+	// DNS.Listen when DNS is set and it is neither a loopback nor the
+	// unspecified address (which a pod's network namespace cannot reach).
+	// Empty: ClusterFirst pods get the node's resolv.conf, as the kubelet
+	// without clusterDNS.
 	ClusterDNS []string
 	// ResolvConf is the node's resolv.conf, the kubelet's --resolv-conf:
 	// the nameservers and search domains of dnsPolicy Default (and of
@@ -263,9 +264,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.ClusterDomain = clusterdns.DefaultClusterDomain
 	}
 	if len(cfg.ClusterDNS) == 0 && cfg.DNS != nil {
-		if host, _, err := net.SplitHostPort(cfg.DNS.Listen); err == nil && host != "" {
-			cfg.ClusterDNS = []string{host}
-		}
+		cfg.ClusterDNS = defaultClusterDNS(cfg.DNS.Listen)
 	}
 	if cfg.ResolvConf == "" {
 		cfg.ResolvConf = "/etc/resolv.conf"

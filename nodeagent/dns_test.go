@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +17,18 @@ import (
 )
 
 // TestAgentDNS: an agent with Config.DNS answers its cluster's Service
-// names in its own domain, and ClusterDNS defaults to the server's host.
+// names in its own domain; ClusterDNS defaults to the server's host when
+// pods can reach it.
 func TestAgentDNS(t *testing.T) {
 	e := newEnv(t)
 	a, _ := e.agent("dns-node", func(c *Config) {
 		c.DNS = &clusterdns.Config{Listen: "127.0.0.1:0", Upstreams: []string{}}
 		c.ClusterDomain = "edge.test"
 	})
-	if got := a.cfg.ClusterDNS; len(got) != 1 || got[0] != "127.0.0.1" {
-		t.Errorf("ClusterDNS defaulted to %v, want [127.0.0.1]", got)
+	for listen, want := range map[string]string{"127.0.0.1:0": "", "0.0.0.0:53": "", "192.0.2.7:53": "192.0.2.7", "[fd00::7]:53": "fd00::7", "node:53": ""} {
+		if got := strings.Join(defaultClusterDNS(listen), ","); got != want {
+			t.Errorf("ClusterDNS of a server on %s defaults to %q, want %q", listen, got, want)
+		}
 	}
 	select {
 	case <-a.DNS().Ready():

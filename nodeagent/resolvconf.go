@@ -264,3 +264,18 @@ func (w *podWorker) dnsSpec(c *container, spec *runtimes.TaskSpec) error {
 	spec.ResolvConf = data
 	return nil
 }
+
+// defaultClusterDNS is Config.ClusterDNS's default for a DNS server
+// listening on listen ("host:port"): its host, unless a pod could not
+// reach it there (loopback, unspecified or not an IP): then none.
+func defaultClusterDNS(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return nil
+	}
+	return []string{ip.String()}
+}

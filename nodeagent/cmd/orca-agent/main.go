@@ -171,7 +171,7 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, as the kubelet's: the zone the agent's DNS server answers and container pods' search domains")
 	f.StringVar(&o.dnsAddress, "dns-address", "", "host:port the agent's cluster DNS server listens on, UDP and TCP (default: --node-ip:53); \"off\": no DNS server")
-	f.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "nameserver IPs of container pods with dnsPolicy ClusterFirst, as the kubelet's (default: the host of --dns-address, this agent's own server; pods always ask on port 53)")
+	f.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "nameserver IPs of container pods with dnsPolicy ClusterFirst, as the kubelet's (default: the host of --dns-address, this agent's own server, unless a loopback address: then none, and such pods get the node's resolv.conf; pods always ask on port 53)")
 	f.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolv.conf, as the kubelet's: pods with dnsPolicy Default get its nameservers and search domains, and the DNS server forwards names outside --cluster-domain to its nameservers")
 	f.StringSliceVar(&o.insecureRegistries, "insecure-registries", nil, "registry hosts (host:port, as image references name them) pulled from over plain HTTP; loopback registries always are")
 	f.IntVar(&o.imageGCHigh, "image-gc-high-threshold", nodeagent.DefaultImageGCHighThresholdPercent, "percent of the image filesystem in use at which unused images are removed, as the kubelet's; 100 turns image garbage collection off")
