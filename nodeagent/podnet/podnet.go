@@ -80,9 +80,14 @@ type Config struct {
 	// Bridge is the node bridge's interface name (at most 15 bytes);
 	// default DefaultBridge ("orca0").
 	Bridge string
-	// PodCIDR is the node's pod subnet, IPv4 ("10.88.0.0/16"); the
-	// bridge takes its first address as the pods' gateway. Default
-	// DefaultPodCIDR.
+	// AddressLink is the dummy interface that holds the addresses of
+	// pods without a sandbox (SetupAddress: WASM pods), at most 15
+	// bytes; default DefaultAddressLink ("orca-pods0"). Made when the
+	// first such pod needs it.
+	AddressLink string
+	// PodCIDR is the node's pod subnet, IPv4 ("10.42.0.0/24", the
+	// Node's spec.podCIDR); the bridge takes its first address as the
+	// pods' gateway. Default DefaultPodCIDR.
 	PodCIDR string
 	// DisableIPMasq turns off masquerading of pod traffic that leaves the
 	// pod CIDR (the bridge plugin's ipMasq, an iptables rule per pod);
@@ -98,15 +103,16 @@ type Config struct {
 // Network is one node's pod network. Safe for concurrent use; the
 // operations of one pod are serialized.
 type Network struct {
-	cfg    Config
-	cni    *libcni.CNIConfig
-	list   *libcni.NetworkConfigList
-	lo     *libcni.NetworkConfig
-	cidr   *net.IPNet
-	log    *slog.Logger
-	locks  keymutex.KeyMutex // by pod UID, hashed over 256 locks: unrelated pods rarely wait on each other
-	nsDir  string
-	ipmasq bool
+	cfg      Config
+	cni      *libcni.CNIConfig
+	list     *libcni.NetworkConfigList
+	lo       *libcni.NetworkConfig
+	addrConf *libcni.NetworkConfig // host-local alone: SetupAddress
+	cidr     *net.IPNet
+	log      *slog.Logger
+	locks    keymutex.KeyMutex // by pod UID, hashed over 256 locks: unrelated pods rarely wait on each other
+	nsDir    string
+	ipmasq   bool
 }
 
 // Pod names the pod a sandbox is for.
@@ -153,11 +159,17 @@ func New(cfg Config) (*Network, error) {
 	if cfg.PodCIDR == "" {
 		cfg.PodCIDR = DefaultPodCIDR
 	}
+	if cfg.AddressLink == "" {
+		cfg.AddressLink = DefaultAddressLink
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if len(cfg.Bridge) > 15 || !ifNamePattern.MatchString(cfg.Bridge) {
 		return nil, fmt.Errorf("pod network: bridge name %q: want at most 15 letters, digits, '-', '_' or '.'", cfg.Bridge)
+	}
+	if len(cfg.AddressLink) > 15 || !ifNamePattern.MatchString(cfg.AddressLink) || cfg.AddressLink == cfg.Bridge {
+		return nil, fmt.Errorf("pod network: address link name %q: want at most 15 letters, digits, '-', '_' or '.', not the bridge's", cfg.AddressLink)
 	}
 	cidr, err := ParsePodCIDR(cfg.PodCIDR)
 	if err != nil {
@@ -189,6 +201,9 @@ func New(cfg Config) (*Network, error) {
 	}
 	if n.lo, err = libcni.ConfFromBytes([]byte(`{"cniVersion":"` + cniVersion + `","name":"` + cfg.NetworkName + `-loopback","type":"loopback"}`)); err != nil {
 		return nil, fmt.Errorf("pod network: loopback conf: %w", err)
+	}
+	if n.addrConf, err = n.addressConf(); err != nil {
+		return nil, err
 	}
 	n.cni = libcni.NewCNIConfigWithCacheDir(cfg.PluginDirs, filepath.Join(cfg.StateDir, "cache"), nil)
 	return n, nil
@@ -410,12 +425,28 @@ func (n *Network) Teardown(ctx context.Context, uid string) error {
 }
 
 // release runs CNI DEL for uid (with the namespace when it still is one)
-// and removes the namespace. The lock of uid must be held.
+// and removes the namespace, and releases the pod's address of
+// SetupAddress if it has one. The lock of uid must be held.
 func (n *Network) release(ctx context.Context, uid string) error {
+	addrErr := n.releaseAddress(ctx, uid)
+	if err := n.releaseSandbox(ctx, uid); err != nil {
+		return err
+	}
+	return addrErr
+}
+
+// releaseSandbox is release's part for the pod's namespace.
+func (n *Network) releaseSandbox(ctx context.Context, uid string) error {
 	path := n.NetNSPath(uid)
 	_, statErr := os.Lstat(path)
-	cached, _ := n.cni.GetCachedAttachments(uid)
-	if statErr != nil && len(cached) == 0 {
+	all, _ := n.cni.GetCachedAttachments(uid)
+	var cached []*libcni.NetworkAttachment
+	for _, a := range all {
+		if a.IfName != AddressIfName {
+			cached = append(cached, a)
+		}
+	}
+	if statErr != nil && len(cached) == 0 && !n.hasLease(uid, podIfName) {
 		return nil
 	}
 	p := Pod{UID: uid}
@@ -446,9 +477,19 @@ func (n *Network) release(ctx context.Context, uid string) error {
 	return nil
 }
 
+// hasLease reports whether host-local holds an address for uid's ifName.
+func (n *Network) hasLease(uid, ifName string) bool {
+	for _, l := range n.leases() {
+		if l.uid == uid && l.ifName == ifName {
+			return true
+		}
+	}
+	return false
+}
+
 // Sandboxes returns the UIDs of the pods that have a sandbox or an
-// address on this node (a namespace under StateDir, or a cached CNI
-// result).
+// address on this node (a namespace under StateDir, a cached CNI result,
+// or a host-local lease: SetupAddress's too).
 func (n *Network) Sandboxes() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
@@ -474,12 +515,18 @@ func (n *Network) Sandboxes() ([]string, error) {
 			add(a.ContainerID)
 		}
 	}
+	for _, l := range n.leases() {
+		if uidPattern.MatchString(l.uid) {
+			add(l.uid)
+		}
+	}
 	return out, nil
 }
 
-// GC tears down the sandbox of every pod for which live returns false
-// (as the kubelet's sandbox garbage collection) and returns the UIDs it
-// removed. The caller lists the sandboxes' pods after Sandboxes is
+// GC tears down the sandbox and address of every pod for which live
+// returns false (as the kubelet's sandbox garbage collection), then
+// removes from Config.AddressLink the addresses no lease holds, and
+// returns the UIDs it removed. The caller lists the sandboxes' pods after Sandboxes is
 // called, so a pod set up meanwhile counts as live.
 func (n *Network) GC(ctx context.Context, live func(uid string) bool) ([]string, error) {
 	uids, err := n.Sandboxes()
@@ -497,6 +544,9 @@ func (n *Network) GC(ctx context.Context, live func(uid string) bool) ([]string,
 			continue
 		}
 		removed = append(removed, uid)
+	}
+	if err := n.syncAddresses(); err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

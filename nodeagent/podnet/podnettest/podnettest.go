@@ -45,6 +45,7 @@ func Require(t testing.TB) {
 }
 
 // Config returns a pod network config of t's own: bridge "orcat<hex>",
+// address link "orcaa<hex>",
 // a /24 of 10.0.0.0/8 that no interface of the node has an address in,
 // StateDir under t.TempDir(), DisableIPMasq. At cleanup every namespace
 // left under StateDir is unmounted and the bridge (with the veths still
@@ -61,8 +62,9 @@ func Config(t testing.TB) podnet.Config {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "podnet")
-	t.Cleanup(func() { cleanup(t, dir, bridge) })
-	return podnet.Config{StateDir: dir, NetworkName: "orca-" + bridge, Bridge: bridge, PodCIDR: cidr, DisableIPMasq: true}
+	addrLink := "orcaa" + bridge[5:]
+	t.Cleanup(func() { cleanup(t, dir, bridge, addrLink) })
+	return podnet.Config{StateDir: dir, NetworkName: "orca-" + bridge, Bridge: bridge, AddressLink: addrLink, PodCIDR: cidr, DisableIPMasq: true}
 }
 
 // freeCIDR picks a random 10.x.y.0/24 that overlaps no address or route
@@ -133,7 +135,7 @@ func usedNets() ([]*net.IPNet, error) {
 	return out, nil
 }
 
-func cleanup(t testing.TB, dir, bridge string) {
+func cleanup(t testing.TB, dir, bridge, addrLink string) {
 	nsDir := filepath.Join(dir, "netns")
 	ents, _ := os.ReadDir(nsDir)
 	for _, e := range ents {
@@ -146,6 +148,25 @@ func cleanup(t testing.TB, dir, bridge string) {
 	if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
 		t.Errorf("delete test bridge %s: %v: %s", bridge, err, out)
 	}
+	if out, err := exec.Command("ip", "link", "del", addrLink).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+		t.Errorf("delete test address link %s: %v: %s", addrLink, err, out)
+	}
+}
+
+// LinkAddrs returns the IPv4 addresses of interface name ("10.1.2.3/32").
+func LinkAddrs(name string) []string {
+	i, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil
+	}
+	addrs, _ := i.Addrs()
+	var out []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			out = append(out, n.String())
+		}
+	}
+	return out
 }
 
 // LinkExists reports whether the node has an interface named name.
