@@ -108,15 +108,19 @@ type Config struct {
 	ProxyServiceInterface string
 	// NodePortAddress is the address NodePorts listen on. Default NodeIP.
 	NodePortAddress string
-	// PodNetwork is the pod network of container pods (nodeagent/podnet):
-	// each pod of the runc handler outside the node's network gets one
-	// network namespace, shared by its containers, on the node bridge
-	// with its own IP in status.podIP. StateDir defaults to
+	// PodNetwork is the pod network (nodeagent/podnet): each pod of the
+	// runc handler outside the node's network gets one network
+	// namespace, shared by its containers, on the node bridge with its
+	// own IP in status.podIP; each WASM pod outside the node's network
+	// gets an IP of the same range on the node (podnet.SetupAddress), on
+	// which its containerPorts listen. StateDir defaults to
 	// <DataDir>/podnet; PodCIDR to the Node's spec.podCIDR, else
 	// podnet.DefaultPodCIDR. Nil, or the CNI plugins missing (said in
 	// the log and a Node event): no pod network, each container runs in
-	// a namespace of its own, reached through its host ports, and the
-	// pod's IP is the node's.
+	// a namespace of its own, reached through its host ports, a WASM
+	// pod's ports listen on NodeIP (at hostPort, else a free port, in
+	// the orca.dev/host-ports annotation), and the pod's IP is the
+	// node's.
 	PodNetwork *podnet.Config
 	// DNS, when set, runs the cluster DNS server (nodeagent/dns) in the
 	// agent with it; its Store defaults to Store and its ClusterDomain
@@ -145,6 +149,13 @@ type Config struct {
 	// PodCIDR (default PodNetwork's) and PublishVTEPMAC (the agent's
 	// Node annotation, through API) are filled in. Nil: no routes.
 	Routes *podnet.RouteConfig
+	// PodCIDRWait is how long Run waits, polling every 200ms, for the
+	// control plane's node IPAM to set the Node's spec.podCIDR when
+	// PodNetwork.PodCIDR is "" and the Node has none yet (the kubelet
+	// likewise waits for its podCIDR before its network is ready); after
+	// it the pod network starts on podnet.DefaultPodCIDR with a warning.
+	// Default 0: no wait. orca-agent waits 15s.
+	PodCIDRWait time.Duration
 	// BackoffBase is the first crash-loop back-off; it doubles up to
 	// BackoffMax. Defaults 10s and 5m, as the kubelet's.
 	BackoffBase, BackoffMax time.Duration

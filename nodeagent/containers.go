@@ -216,7 +216,17 @@ func (w *podWorker) startContainer(ctx context.Context, c *container) {
 		c.startedAt = metav1.Now()
 	}
 	c.imageID = imageID(st)
+	if w.ownIP() {
+		// Only the ports bound on the node count (not the pod's own
+		// address), and none of a previous agent's random ones.
+		for _, p := range c.spec.Ports {
+			delete(w.hostPorts, p.ContainerPort)
+		}
+	}
 	for _, b := range st.Ports {
+		if w.ownIP() && b.HostIP == spec.PodIP {
+			continue
+		}
 		w.hostPorts[b.ContainerPort] = b.HostPort
 	}
 	w.a.log.Info("container started", "pod", w.key(), "container", c.name, "task", spec.ID, "runtime", w.rt.Handler())
@@ -496,20 +506,29 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 	return spec, nil
 }
 
-// ports returns the runtime ports of c: on NodeIP, at the container's
-// hostPort, else (hint) the node port the previous attempt had, else 0.
+// ports returns the runtime ports of c: on the port's hostIP (default
+// NodeIP), at the container's hostPort. A pod with an IP of its own
+// (ownIP) is served at podIP:containerPort, so a port without hostPort
+// stays 0 (the runtime binds nothing on the node for it, as the
+// kubelet); without one, a port without hostPort gets (hint) the node
+// port the previous attempt had, else 0 (any free one).
 func (w *podWorker) ports(c *container, hint bool) []runtimes.Port {
 	var out []runtimes.Port
+	own := w.ownIP()
 	for _, p := range c.spec.Ports {
 		proto := string(p.Protocol)
 		if proto == "" {
 			proto = string(corev1.ProtocolTCP)
 		}
 		hp := p.HostPort
-		if hp == 0 && hint {
+		if hp == 0 && hint && !own {
 			hp = w.hostPorts[p.ContainerPort]
 		}
-		out = append(out, runtimes.Port{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto, HostIP: w.a.cfg.NodeIP, HostPort: hp})
+		hostIP := p.HostIP
+		if hostIP == "" {
+			hostIP = w.a.cfg.NodeIP
+		}
+		out = append(out, runtimes.Port{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto, HostIP: hostIP, HostPort: hp})
 	}
 	return out
 }

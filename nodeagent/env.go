@@ -194,8 +194,10 @@ func (w *podWorker) fieldRef(path string) (string, error) {
 		return w.a.cfg.NodeName, nil
 	case "spec.serviceAccountName":
 		return p.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.podIP", "status.hostIPs", "status.podIPs":
+	case "status.hostIP", "status.hostIPs":
 		return w.a.cfg.NodeIP, nil
+	case "status.podIP", "status.podIPs":
+		return w.statusPodIP(), nil // set before the first container starts
 	}
 	for _, m := range []struct {
 		prefix string

@@ -125,8 +125,12 @@ type TaskSpec struct {
 	NetNSPath string
 	// HostNetwork runs the task in the node's network namespace.
 	HostNetwork bool
-	// PodIP is the pod's IP in NetNSPath ("" when it has none); runtimes
-	// reach the task's ports there.
+	// PodIP is the pod's own IP ("" when it has none): in NetNSPath,
+	// where runtimes reach the task's ports; without NetNSPath (a WASM
+	// pod, whose tasks run in the node's network) an address of the node
+	// the task's ports listen on, at their ContainerPort. With a PodIP, a
+	// Port is bound on the node (HostIP:HostPort) only when its HostPort
+	// is set.
 	PodIP string
 	// ResolvConf is the container's /etc/resolv.conf as the agent formed
 	// it from the pod's dnsPolicy and dnsConfig (nodeagent/resolvconf.go);

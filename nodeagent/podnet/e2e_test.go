@@ -80,6 +80,7 @@ type cluster struct {
 	rtCfg   containerd.Config
 	dataDir string
 	rt      *containerd.Runtime
+	extra   []runtimes.Runtime // more runtimes of the agent (wazero)
 	agent   *nodeagent.Agent
 	stop    func()
 }
@@ -88,6 +89,13 @@ type cluster struct {
 // first with the test network's CIDR as its spec.podCIDR, and the agent
 // is given none, so it takes the Node's.
 func newCluster(t *testing.T, nodePodCIDR ...bool) *cluster {
+	t.Helper()
+	return newClusterWith(t, nil, nodePodCIDR...)
+}
+
+// newClusterWith is newCluster with prepare run on the cluster before its
+// agent starts.
+func newClusterWith(t *testing.T, prepare func(*cluster), nodePodCIDR ...bool) *cluster {
 	t.Helper()
 	containerdtest.Require(t)
 	podnettest.Require(t)
@@ -128,6 +136,9 @@ func newCluster(t *testing.T, nodePodCIDR ...bool) *cluster {
 	if _, err := rt.Import(context.Background(), bytes.NewReader(podserverImage(t))); err != nil {
 		t.Fatal(err)
 	}
+	if prepare != nil {
+		prepare(c)
+	}
 	c.start(rt)
 	return c
 }
@@ -148,7 +159,7 @@ func (c *cluster) start(rt *containerd.Runtime) {
 	c.rt = rt
 	netCfg := c.net
 	a, err := nodeagent.New(nodeagent.Config{Store: c.s, NATS: c.nc, NodeName: "n1", NodeIP: "127.0.0.1",
-		DataDir: c.dataDir, Runtimes: []runtimes.Runtime{rt}, Proxy: true, ProxyBindClusterIPs: true,
+		DataDir: c.dataDir, Runtimes: append([]runtimes.Runtime{rt}, c.extra...), Proxy: true, ProxyBindClusterIPs: true,
 		PodNetwork: &netCfg, HeartbeatInterval: 200 * time.Millisecond, StatusInterval: time.Second,
 		BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
 	if err != nil {
@@ -217,8 +228,14 @@ func (c *cluster) get(name string) (*corev1.Pod, error) {
 // ready waits for pod name to be Ready and returns it.
 func (c *cluster) ready(name string) *corev1.Pod {
 	c.t.Helper()
+	return c.readyWithin(name, 30*time.Second)
+}
+
+// readyWithin is ready with a wait of d.
+func (c *cluster) readyWithin(name string, d time.Duration) *corev1.Pod {
+	c.t.Helper()
 	var p *corev1.Pod
-	storetest.Eventually(c.t, 30*time.Second, func() error {
+	storetest.Eventually(c.t, d, func() error {
 		var err error
 		if p, err = c.get(name); err != nil {
 			return err

@@ -37,10 +37,21 @@ func newForwarder() *forwarder {
 }
 
 // listenFor returns the forwarder of spec's ports: direct ones for a
-// HostNetwork task, else listen's.
+// HostNetwork task, else listen's. A task with a pod IP (the agent's pod
+// network) is reached at PodIP:ContainerPort: only its ports with a
+// HostPort are listened for on the node, as the kubelet's hostPort.
 func listenFor(spec runtimes.TaskSpec) (*forwarder, error) {
 	if spec.HostNetwork {
 		return direct(spec.Ports), nil
+	}
+	if spec.PodIP != "" {
+		var ports []runtimes.Port
+		for _, p := range spec.Ports {
+			if p.HostPort != 0 {
+				ports = append(ports, p)
+			}
+		}
+		return listen(ports)
 	}
 	return listen(spec.Ports)
 }

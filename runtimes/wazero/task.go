@@ -107,24 +107,43 @@ func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error
 		}
 	}
 	var bindings []runtimes.PortBinding
-	for _, p := range t.spec.Ports {
-		if p.Protocol != "" && p.Protocol != "TCP" {
-			closeAll()
-			return fmt.Errorf("port %d/%s: the wasm HTTP model serves TCP only", p.ContainerPort, p.Protocol)
-		}
-		addr := net.JoinHostPort(p.HostIP, strconv.Itoa(int(p.HostPort)))
+	listen := func(p runtimes.Port, hostIP string, port int32) error {
+		addr := net.JoinHostPort(hostIP, strconv.Itoa(int(port)))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			closeAll()
 			return fmt.Errorf("listen for containerPort %d on %s: %w", p.ContainerPort, addr, err)
 		}
 		lns = append(lns, ln)
-		hostIP := p.HostIP
 		if hostIP == "" {
 			hostIP = "0.0.0.0"
 		}
 		bindings = append(bindings, runtimes.PortBinding{ContainerPort: p.ContainerPort, Protocol: "TCP",
 			HostIP: hostIP, HostPort: int32(ln.Addr().(*net.TCPAddr).Port)})
+		return nil
+	}
+	ownIP := t.spec.PodIP != "" && !t.spec.HostNetwork
+	for _, p := range t.spec.Ports {
+		if p.Protocol != "" && p.Protocol != "TCP" {
+			closeAll()
+			return fmt.Errorf("port %d/%s: the wasm HTTP model serves TCP only", p.ContainerPort, p.Protocol)
+		}
+		var err error
+		switch {
+		case !ownIP:
+			// On the node: HostIP:HostPort (0: any free port).
+			err = listen(p, p.HostIP, p.HostPort)
+		default:
+			// The pod's own address, as a container's port in its
+			// namespace; the node port only when one is asked for.
+			err = listen(p, t.spec.PodIP, p.ContainerPort)
+			if err == nil && p.HostPort != 0 {
+				err = listen(p, p.HostIP, p.HostPort)
+			}
+		}
+		if err != nil {
+			closeAll()
+			return err
+		}
 	}
 	t.handler = mod.NewCGIHandler(wasm.HandlerConfig{
 		Args:             argv(t.spec),

@@ -163,7 +163,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.containerdAddress, "containerd-address", "", "socket of an existing containerd to use (e.g. /run/containerd/containerd.sock); default: start and supervise a private containerd under --data-dir/containerd when the containerd binary is on PATH")
 	f.BoolVar(&o.privileged, "allow-privileged", false, "let containers with securityContext.privileged run (the kubelet's former flag); without it they wait with CreateContainerConfigError")
 	f.DurationVar(&o.volumeSync, "volume-sync-period", 10*time.Second, "how often configMap, secret and projected volumes are re-read and updated in place, and emptyDir sizeLimits checked")
-	f.BoolVar(&o.podNet.enabled, "pod-network", true, "give each container pod a network namespace on the node bridge with its own IP (CNI bridge, host-local, loopback); without the plugins, or off, containers are reached through host ports only")
+	f.BoolVar(&o.podNet.enabled, "pod-network", true, "give each container pod a network namespace on the node bridge with its own IP, and each WASM pod an IP of the same range on the node (CNI bridge, host-local, loopback); without the plugins, or off, pods are reached through host ports on the node's IP only")
 	f.StringVar(&o.podNet.cidr, "pod-cidr", "", "IPv4 subnet of this node's pod IPs (default: the Node's spec.podCIDR, else "+podnet.DefaultPodCIDR+")")
 	f.StringVar(&o.podNet.bridge, "pod-bridge", podnet.DefaultBridge, "name of the node bridge of the pod network")
 	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
@@ -280,7 +280,7 @@ func run(ctx context.Context, o options) error {
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
-		PodNetwork: o.podNet.config(), Routes: routes,
+		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 15 * time.Second,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
 	})
 	if err != nil {
