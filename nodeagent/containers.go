@@ -96,6 +96,9 @@ func (c *container) adopt(w *podWorker, t adoptedTask) {
 	c.restartCount = max(c.restartCount, int32(t.attempt))
 	c.startedAt = metav1.NewTime(t.status.StartedAt)
 	c.bindings = t.status.Ports
+	if ip := t.status.Spec.PodIP; ip != "" && !t.status.Spec.HostNetwork && w.podIP == "" {
+		w.podIP = ip // the sandbox's, until converge takes it back
+	}
 	if t.status.State != runtimes.StateExited {
 		c.running, c.term, c.waiting = true, nil, nil
 		w.rt = t.rt

@@ -45,7 +45,21 @@ type probeResult struct {
 
 // target returns where c's current task is probed and hooked.
 func (w *podWorker) target(c *container) probeTarget {
-	return probeTarget{nodeIP: w.a.cfg.NodeIP, podIP: w.sandboxIP(), ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...), rt: w.rt, task: c.task, pod: w.pod}
+	return probeTarget{nodeIP: w.a.cfg.NodeIP, podIP: w.probeIP(), ports: c.spec.Ports, bindings: append([]runtimes.PortBinding(nil), c.bindings...), rt: w.rt, task: c.task, pod: w.pod}
+}
+
+// probeIP is the pod's own IP its ports are probed on: its sandbox's
+// (or WASM address), else the one an adopted task recorded (probes of an
+// adopted container start before converge takes its sandbox back); ""
+// when the pod has none (probed through the node).
+func (w *podWorker) probeIP() string {
+	if ip := w.sandboxIP(); ip != "" {
+		return ip
+	}
+	if w.pod != nil && w.pod.Spec.HostNetwork {
+		return ""
+	}
+	return w.podIP
 }
 
 // startProbes starts c's probers for its current task, as the kubelet's
@@ -120,7 +134,7 @@ func probeName(k probeKind) string { return strings.ToUpper(string(k[:1])) + str
 // exec).
 type probeTarget struct {
 	nodeIP   string
-	podIP    string // the pod's sandbox IP, "" without one
+	podIP    string // the pod's own IP (sandbox or WASM address), "" without one
 	ports    []corev1.ContainerPort
 	bindings []runtimes.PortBinding
 	rt       runtimes.Runtime
