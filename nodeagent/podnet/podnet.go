@@ -16,6 +16,10 @@
 // result (cache/), from which Setup re-uses the sandbox of a pod after an
 // agent restart (CNI CHECK) instead of making a new one.
 //
+// Pods without a sandbox (WASM pods, run in the agent's process) get an
+// address of the same pool with SetupAddress (address.go): a host-local
+// lease on a dummy link of the node; Teardown and GC release both kinds.
+//
 // Pod IPs are reachable from the node only (the bridge's subnet is on the
 // node); egress leaves through the node's address (the bridge plugin's
 // ipMasq) unless Config.DisableIPMasq.
