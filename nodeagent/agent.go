@@ -154,7 +154,7 @@ type Config struct {
 	// PodNetwork.PodCIDR is "" and the Node has none yet (the kubelet
 	// likewise waits for its podCIDR before its network is ready); after
 	// it the pod network starts on podnet.DefaultPodCIDR with a warning.
-	// Default 0: no wait. orca-agent waits 15s.
+	// Default 0: no wait. orca-agent waits 10s.
 	PodCIDRWait time.Duration
 	// BackoffBase is the first crash-loop back-off; it doubles up to
 	// BackoffMax. Defaults 10s and 5m, as the kubelet's.

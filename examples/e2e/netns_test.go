@@ -391,6 +391,10 @@ func TestNetnsThreeHosts(t *testing.T) {
 	for node, ns := range map[string]string{"n1": h.n1, "n2": h.n2} {
 		agents[node] = h.start(t, "orca-agent-"+node, ns, "orca-agent", append(slices.Clone(join),
 			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
+			// The pods on their node's address, reached through node
+			// ports: the agent without a pod network (as without the CNI
+			// plugins), which this test checks across hosts.
+			"--pod-network=false",
 			"--heartbeat-interval", heartbeat.String())...)
 	}
 

@@ -280,7 +280,7 @@ func run(ctx context.Context, o options) error {
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
-		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 15 * time.Second,
+		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 10 * time.Second,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
 	})
 	if err != nil {
