@@ -188,6 +188,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	node := obj.(*corev1.Node)
+	if node.Spec.PodCIDR == "" && len(node.Spec.PodCIDRs) > 0 {
+		delete(c.assigned, name)
+		delete(c.waiting, name)
+		return c.write(ctx, node.Name, node.Spec.PodCIDRs[0]) // podCIDRs only: podCIDR is its first
+	}
 	if node.Spec.PodCIDR != "" {
 		delete(c.assigned, name)
 		delete(c.waiting, name)
@@ -233,6 +238,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 func (c *Controller) write(ctx context.Context, name, cidr string) error {
 	_, err := c.reg.GuaranteedUpdate(ctx, c.s, store.Nodes, "", name, nil, func(obj store.Object) (store.Object, error) {
 		n := obj.(*corev1.Node)
+		if n.Spec.PodCIDR == "" && len(n.Spec.PodCIDRs) > 0 {
+			n.Spec.PodCIDR = n.Spec.PodCIDRs[0]
+		}
 		if n.Spec.PodCIDR == "" {
 			n.Spec.PodCIDR = cidr
 		}

@@ -127,17 +127,22 @@ func TestAssignsFreesAndSurvivesRestart(t *testing.T) {
 	}
 	createNode(t, s, "manual", "10.42.1.0/24") // set by hand (agent --pod-cidr): kept and skipped
 	createNode(t, s, "elsewhere", "192.168.7.0/24")
+	// podCIDRs alone: podCIDR becomes its first.
+	if _, err := s.Create(context.Background(), store.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cidrs-only"},
+		Spec: corev1.NodeSpec{PodCIDRs: []string{"172.16.0.0/24"}}}); err != nil {
+		t.Fatal(err)
+	}
 	stop := run(t, s, rng)
 	createNode(t, s, "a", "")
-	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "a": "10.42.0.0/24"})
+	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "cidrs-only": "172.16.0.0/24", "a": "10.42.0.0/24"})
 	createNode(t, s, "b", "")
-	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "a": "10.42.0.0/24", "b": "10.42.2.0/24"})
+	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "cidrs-only": "172.16.0.0/24", "a": "10.42.0.0/24", "b": "10.42.2.0/24"})
 
 	// A new controller knows the used subnets from the Nodes alone.
 	stop()
 	run(t, s, rng)
 	createNode(t, s, "c", "")
-	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "a": "10.42.0.0/24", "b": "10.42.2.0/24", "c": "10.42.3.0/24"})
+	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "cidrs-only": "172.16.0.0/24", "a": "10.42.0.0/24", "b": "10.42.2.0/24", "c": "10.42.3.0/24"})
 
 	// Full: d waits with a Warning Event, and gets a's subnet once a is gone.
 	createNode(t, s, "d", "")
@@ -158,7 +163,7 @@ func TestAssignsFreesAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("node d got %q from a full range", got["d"])
 	}
 	deleteNode(t, s, "a")
-	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "b": "10.42.2.0/24", "c": "10.42.3.0/24", "d": "10.42.0.0/24"})
+	waitCIDRs(t, s, map[string]string{"manual": "10.42.1.0/24", "elsewhere": "192.168.7.0/24", "cidrs-only": "172.16.0.0/24", "b": "10.42.2.0/24", "c": "10.42.3.0/24", "d": "10.42.0.0/24"})
 }
 
 func TestConcurrentNodesGetDistinctSubnets(t *testing.T) {
