@@ -173,6 +173,10 @@ type scenario struct {
 }
 
 func main() {
+	if os.Getenv(proxyChildEnv) != "" {
+		proxyChild()
+		return
+	}
 	short := flag.Bool("short", false, "fewer pods, nodes and runs (under 5 minutes)")
 	out := flag.String("out", ".bench", "directory the JSON report and profiles are written to")
 	only := flag.String("only", "", "run only the scenarios whose id matches this regular expression (a.1000, a.5000, b, c, d, e, f)")

@@ -70,9 +70,9 @@ type netResult struct {
 
 // runNetwork is figure (f): an HTTP server on 127.0.0.1 reached (a)
 // directly, (b) through HAProxy in TCP mode and (c) through orca's proxy
-// (nodeagent/proxy, run in this process on its own embedded store, one
-// Service on a loopback ClusterIP with the server as its EndpointSlice's
-// endpoint), one after the other, each: netConns keep-alive connections
+// (nodeagent/proxy in a child process, as HAProxy, on its own embedded
+// store: one Service on a loopback ClusterIP with the server as its
+// EndpointSlice's endpoint), one after the other, each: netConns keep-alive connections
 // sending GET / (2-byte body) for dur, connect rate with 8 clients for
 // dur/2, one bulk GET of bulkBytes.
 func runNetwork(ctx context.Context, e *env, id string, dur time.Duration, bulkBytes int) (*sample, error) {
@@ -98,10 +98,11 @@ func runNetwork(ctx context.Context, e *env, id string, dur time.Duration, bulkB
 		return nil, err
 	}
 	defer stopHP()
-	op, err := startOrcaProxy(ctx, dir, backend.Addr().(*net.TCPAddr))
+	op, stopOP, err := startOrcaProxyProcess(ctx, dir, backend.Addr().String())
 	if err != nil {
 		return nil, err
 	}
+	defer stopOP()
 	res := map[string]netResult{}
 	for _, t := range []struct{ name, addr string }{{"direct", backend.Addr().String()}, {"haproxy", hp}, {"orca", op}} {
 		r, err := measureTarget(ctx, t.addr, dur, bulkBytes)
@@ -127,7 +128,7 @@ func runNetwork(ctx context.Context, e *env, id string, dur time.Duration, bulkB
 	s.values[id+".connect.direct"] = d.connect
 	set(id+".bulk", o.bulk, h.bulk)
 	s.values[id+".bulk.direct"] = d.bulk
-	note := fmt.Sprintf("load client in the runner's process (Go, raw HTTP/1.1 keep-alive), server Go net/http on 127.0.0.1; HAProxy nbthread 2; orca's proxy in the runner's process; bulk %d MiB", bulkBytes>>20)
+	note := fmt.Sprintf("load client in the runner's process (Go, raw HTTP/1.1 keep-alive), server Go net/http on 127.0.0.1; HAProxy nbthread 2; orca's proxy in a process of its own (the runner re-executed, GOMAXPROCS 2); bulk %d MiB", bulkBytes>>20)
 	s.notes[id+".rps"] = note
 	return s, nil
 }
@@ -393,4 +394,80 @@ func measureTarget(ctx context.Context, addr string, dur time.Duration, bulkByte
 	}
 	r.bulk = float64(n) / 1e6 / time.Since(t0).Seconds()
 	return r, nil
+}
+
+// proxyChildEnv, set in the environment, makes the bench binary run only
+// orca's proxy (startOrcaProxy) to the backend address it holds, print
+// the Service address and serve until its stdin closes.
+const proxyChildEnv = "ORCA_BENCH_PROXY_BACKEND"
+
+// proxyChild is main when proxyChildEnv is set.
+func proxyChild() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	backend, err := net.ResolveTCPAddr("tcp", os.Getenv(proxyChildEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "orca-bench-proxy-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	addr, err := startOrcaProxy(ctx, dir, backend)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(addr)
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// startOrcaProxyProcess runs startOrcaProxy in a child process (this
+// binary with proxyChildEnv) and returns the Service address.
+func startOrcaProxyProcess(ctx context.Context, dir, backend string) (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(os.Environ(), proxyChildEnv+"="+backend)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("orca proxy process: %v: %s", err, stderr.String())
+	}
+	addr := strings.TrimSpace(line)
+	if err := waitRelay(ctx, addr); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
 }

@@ -608,9 +608,8 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, externa
 	sp.m.active.Inc()
 	defer sp.m.active.Dec()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	pipe := func(dst, src net.Conn, bytes prometheus.Counter) {
-		defer wg.Done()
 		// In chunks, so that long connections' bytes show before they end;
 		// io.CopyN keeps the kernel's splice between TCP sockets.
 		for {
@@ -626,8 +625,9 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, externa
 			dst.Close()
 		}
 	}
-	go pipe(up, c, sp.m.bytesIn)
-	go pipe(c, up, sp.m.bytesOut)
+	// One direction on a goroutine of its own, the other on this one.
+	go func() { defer wg.Done(); pipe(up, c, sp.m.bytesIn) }()
+	pipe(c, up, sp.m.bytesOut)
 	wg.Wait()
 	c.Close()
 	up.Close()
