@@ -102,3 +102,42 @@ func BenchmarkSandboxBurst(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAddress measures what the pod network adds to a WASM pod's
+// start and end: SetupAddress (host-local ADD, the /32 on the address
+// link) and Teardown (the address, host-local DEL), and the re-use of an
+// address after an agent restart (the cached result, no plugin run).
+func BenchmarkAddress(b *testing.B) {
+	podnettest.Require(b)
+	n, err := podnet.New(podnettest.Config(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("setup+teardown", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			uid := fmt.Sprintf("addr-%d", i)
+			if _, err := n.SetupAddress(ctx, podnet.Pod{Namespace: "default", Name: uid, UID: uid}); err != nil {
+				b.Fatal(err)
+			}
+			if err := n.Teardown(ctx, uid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reuse", func(b *testing.B) {
+		p := podnet.Pod{Namespace: "default", Name: "reused-addr", UID: "reused-addr"}
+		if _, err := n.SetupAddress(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			n2, err := podnet.New(n.Config())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := n2.SetupAddress(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
