@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"context"
 	"net"
 	"sort"
 	"strings"
@@ -9,12 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/miekg/dns"
-
-	"github.com/orca-edge/orca/controlplane/store"
 )
 
 // view is what DNS knows of one Service, built from the Service and its
@@ -37,29 +32,23 @@ type port struct {
 }
 
 // endpoint is one ready endpoint of a headless Service: its DNS label
-// (the endpoint's hostname, or its first address in dashed form as
-// CoreDNS's kubernetes plugin names endpoints without one), addresses and
-// the ports of its EndpointSlice.
+// (the EndpointSlice endpoint's hostname, which the control plane sets
+// from a Pod's spec.hostname when its spec.subdomain names the Service, or
+// else its first address in dashed form, as CoreDNS's kubernetes plugin
+// names endpoints), addresses and the ports of its EndpointSlice.
 type endpoint struct {
 	label string
 	ips   []net.IP
 	ports []port
 }
 
-// podHost is a Pod's spec.hostname and spec.subdomain; both are immutable,
-// so they are cached by UID.
-type podHost struct{ hostname, subdomain string }
-
 // index holds the raw objects by Service key ("ns/name") and the views
 // built from them.
 type index struct {
-	store *store.Store
-
-	rawMu    sync.Mutex // guards svcs, slices, sliceSvc and pods
+	rawMu    sync.Mutex // guards svcs, slices and sliceSvc
 	svcs     map[string]*corev1.Service
 	slices   map[string]map[string]*discoveryv1.EndpointSlice // svc key -> slice name -> slice
 	sliceSvc map[string]string                                // slice key -> svc key
-	pods     map[types.UID]podHost
 
 	mu      sync.RWMutex // guards views, nsCount, ptr and ptrKeys
 	views   map[string]*view
@@ -68,13 +57,11 @@ type index struct {
 	ptrKeys map[string][][2]string // svc key -> (reverse name, target) its view added
 }
 
-func newIndex(s *store.Store) *index {
+func newIndex() *index {
 	return &index{
-		store:    s,
 		svcs:     map[string]*corev1.Service{},
 		slices:   map[string]map[string]*discoveryv1.EndpointSlice{},
 		sliceSvc: map[string]string{},
-		pods:     map[types.UID]podHost{},
 		views:    map[string]*view{},
 		nsCount:  map[string]int{},
 		ptr:      map[string][]string{},
@@ -125,11 +112,8 @@ func (x *index) setSlice(sl *discoveryv1.EndpointSlice, deleted bool) []string {
 	return out
 }
 
-// rebuild recomputes the view of Service key from the raw objects. It
-// reads the Pods of headless endpoints without a hostname from the store
-// (once per Pod); an error reading one is returned after the view is
-// installed without that Pod's hostname, for the caller to retry.
-func (x *index) rebuild(ctx context.Context, key, zone string) error {
+// rebuild recomputes the view of Service key from the raw objects.
+func (x *index) rebuild(key, zone string) {
 	x.rawMu.Lock()
 	svc := x.svcs[key]
 	var slices []*discoveryv1.EndpointSlice
@@ -138,22 +122,20 @@ func (x *index) rebuild(ctx context.Context, key, zone string) error {
 	}
 	x.rawMu.Unlock()
 	var v *view
-	var err error
 	if svc != nil {
-		v, err = x.buildView(ctx, svc, slices)
+		v = x.buildView(svc, slices)
 	}
 	x.install(key, v, zone)
-	return err
 }
 
-func (x *index) buildView(ctx context.Context, svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (*view, error) {
+func (x *index) buildView(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) *view {
 	v := &view{ns: strings.ToLower(svc.Namespace), name: strings.ToLower(svc.Name)}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		if svc.Spec.ExternalName == "" {
-			return v, nil
+			return v
 		}
 		v.externalName = dns.CanonicalName(svc.Spec.ExternalName)
-		return v, nil
+		return v
 	}
 	ips := svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
@@ -171,10 +153,9 @@ func (x *index) buildView(ctx context.Context, svc *corev1.Service, slices []*di
 		v.ports = append(v.ports, port{name: strings.ToLower(p.Name), proto: protoOf(p.Protocol), port: uint16(p.Port)})
 	}
 	if !v.headless {
-		return v, nil
+		return v
 	}
 	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
-	var firstErr error
 	seen := map[string]bool{}
 	for _, sl := range slices {
 		var ports []port
@@ -206,14 +187,7 @@ func (x *index) buildView(ctx context.Context, svc *corev1.Service, slices []*di
 			}
 			if e.Hostname != nil && *e.Hostname != "" {
 				ep.label = strings.ToLower(*e.Hostname)
-			} else if h, err := x.podHostname(ctx, svc, e.TargetRef); err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-			} else if h != "" {
-				ep.label = h
-			}
-			if ep.label == "" {
+			} else {
 				ep.label = dashed(ep.ips[0])
 			}
 			if seen[ep.label+"|"+ep.ips[0].String()] {
@@ -223,7 +197,7 @@ func (x *index) buildView(ctx context.Context, svc *corev1.Service, slices []*di
 			v.endpoints = append(v.endpoints, ep)
 		}
 	}
-	return v, firstErr
+	return v
 }
 
 // ready reports whether e is published: Ready (nil counts as true, as the
@@ -235,46 +209,6 @@ func ready(e discoveryv1.Endpoint, publishNotReady bool) bool {
 		return true
 	}
 	return publishNotReady && (c.Serving == nil || *c.Serving)
-}
-
-// podHostname returns the DNS label of the Pod ref points at for svc: its
-// spec.hostname when its spec.subdomain names svc, as the Kubernetes
-// endpoints controller sets Endpoints' hostname (StatefulSet pods), else
-// "".
-func (x *index) podHostname(ctx context.Context, svc *corev1.Service, ref *corev1.ObjectReference) (string, error) {
-	if ref == nil || ref.Kind != "Pod" || ref.Name == "" || x.store == nil {
-		return "", nil
-	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = svc.Namespace
-	}
-	x.rawMu.Lock()
-	h, ok := x.pods[ref.UID]
-	x.rawMu.Unlock()
-	if !ok || ref.UID == "" {
-		obj, err := x.store.Get(ctx, store.Pods, ns, ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return "", nil
-			}
-			return "", err
-		}
-		pod := obj.(*corev1.Pod)
-		if ref.UID != "" && pod.UID != ref.UID {
-			return "", nil // a newer Pod of that name; the slice follows
-		}
-		h = podHost{hostname: strings.ToLower(pod.Spec.Hostname), subdomain: pod.Spec.Subdomain}
-		if pod.UID != "" {
-			x.rawMu.Lock()
-			x.pods[pod.UID] = h
-			x.rawMu.Unlock()
-		}
-	}
-	if h.hostname == "" || h.subdomain != svc.Name || ns != svc.Namespace {
-		return "", nil
-	}
-	return h.hostname, nil
 }
 
 // install replaces key's view (nil: removes it) and its PTR names.

@@ -19,10 +19,11 @@
 //     headless Service each endpoint's name, with its addresses as
 //     additional records. <svc>.<ns>.svc.<domain> SRV lists every port.
 //   - <hostname>.<svc>.<ns>.svc.<domain> A/AAAA for endpoints of headless
-//     Services: hostname is the EndpointSlice endpoint's hostname, else the
-//     Pod's spec.hostname when its spec.subdomain is <svc> (StatefulSet
-//     pods; read once per Pod from the store), else the address in dashed
-//     form (10-42-0-5), as CoreDNS names endpoints.
+//     Services: hostname is the EndpointSlice endpoint's hostname (the
+//     Pod's spec.hostname when its spec.subdomain is <svc>, as StatefulSet
+//     pods have, set by the control plane as Kubernetes' EndpointSlice
+//     controller), else the address in dashed form (10-42-0-5), as
+//     CoreDNS names endpoints.
 //   - <a-b-c-d>.<ns>.pod.<domain> A (and IPv6 dashed) for any address, as
 //     kube-dns and CoreDNS's "pods insecure" mode.
 //   - PTR for ClusterIPs (-> the Service name) and headless endpoint
@@ -64,9 +65,8 @@ const DefaultTTL = 5
 
 // Config configures a Server.
 type Config struct {
-	// Store is read through informers of Services and EndpointSlices and,
-	// once per Pod of a headless Service's endpoint, a get of the Pod.
-	// Required.
+	// Store is read through informers of Services and EndpointSlices
+	// (both readable by nodes). Required.
 	Store *store.Store
 	// Services, when set, is a Services informer over Store that the
 	// caller runs (the agent's, shared); nil: the server runs its own.
@@ -101,7 +101,7 @@ type Server struct {
 	services    *store.Informer
 	ownServices bool // services is the server's own: Run runs it
 	slices      *store.Informer
-	queue       workqueue.TypedRateLimitingInterface[string]
+	queue       workqueue.TypedInterface[string] // Service keys to rebuild
 	upstreams   []string
 
 	mu    sync.Mutex
@@ -149,12 +149,11 @@ func New(cfg Config) (*Server, error) {
 		cfg:         cfg,
 		zone:        zone,
 		log:         cfg.Logger.With("component", "dns"),
-		idx:         newIndex(cfg.Store),
+		idx:         newIndex(),
 		services:    cfg.Services,
 		slices:      store.NewInformer(cfg.Store, store.EndpointSlices),
-		queue: workqueue.NewTypedRateLimitingQueue(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second)),
-		ready: make(chan struct{}),
+		queue:       workqueue.NewTyped[string](),
+		ready:       make(chan struct{}),
 	}, nil
 }
 
@@ -249,12 +248,7 @@ func (s *Server) Run(ctx context.Context) error {
 			if quit {
 				return
 			}
-			if err := s.idx.rebuild(ctx, key, s.zone); err != nil && ctx.Err() == nil {
-				s.log.Warn("dns records of service incomplete, retrying", "service", key, "err", err)
-				s.queue.AddRateLimited(key)
-			} else {
-				s.queue.Forget(key)
-			}
+			s.idx.rebuild(key, s.zone)
 			s.queue.Done(key)
 		}
 	}

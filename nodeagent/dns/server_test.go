@@ -98,8 +98,9 @@ func svc(ns, name, clusterIP string, ports ...corev1.ServicePort) *corev1.Servic
 }
 
 // slice is an EndpointSlice of Service svcName with one endpoint per ip;
-// an ip prefixed "!" is not ready; "host=ip" sets the endpoint's hostname,
-// "pod:name=ip" points its targetRef at Pod name.
+// an ip prefixed "!" is not ready; "host=ip" sets the endpoint's hostname
+// (as the control plane does for a Pod with hostname and subdomain),
+// "pod:name=ip" only points its targetRef at Pod name.
 func slice(ns, name, svcName string, ports []discoveryv1.EndpointPort, eps ...string) *discoveryv1.EndpointSlice {
 	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 		Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
@@ -178,8 +179,6 @@ func TestRecords(t *testing.T) {
 	dual.Spec.ClusterIPs = []string{"10.43.0.11", "fd00:43::11"}
 	create(t, s, store.Services, dual)
 	create(t, s, store.Services, svc("db", "pg", "None"))
-	create(t, s, store.Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg-3"},
-		Spec: corev1.PodSpec{Hostname: "pg-3", Subdomain: "pg", Containers: []corev1.Container{{Name: "c", Image: "i"}}}})
 	create(t, s, store.EndpointSlices, slice("db", "pg-1", "pg", []discoveryv1.EndpointPort{eport("sql", 5432, corev1.ProtocolTCP)},
 		"pg-0=10.42.0.5", "10.42.1.6", "!pg-2=10.42.0.7", "pod:pg-3=10.42.2.8"))
 	ext := svc("default", "ext", "")
@@ -216,11 +215,12 @@ func TestRecords(t *testing.T) {
 		{"web.default.svc.cluster.local.", dns.TypeSRV, dns.RcodeSuccess, []string{"SRV 53 web.default.svc.cluster.local.", "SRV 80 web.default.svc.cluster.local.", "SRV 9000 web.default.svc.cluster.local."}},
 		{"pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 10.42.0.5", "A 10.42.1.6", "A 10.42.2.8"}},
 		{"pg-0.pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 10.42.0.5"}},
-		{"pg-3.pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 10.42.2.8"}},
+		{"pg-3.pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, nil}, // no hostname in the slice
+		{"10-42-2-8.pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 10.42.2.8"}},
 		{"10-42-1-6.pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 10.42.1.6"}},
 		{"pg-2.pg.db.svc.cluster.local.", dns.TypeA, dns.RcodeNameError, nil}, // not ready
 		{"_sql._tcp.pg.db.svc.cluster.local.", dns.TypeSRV, dns.RcodeSuccess, []string{
-			"SRV 5432 10-42-1-6.pg.db.svc.cluster.local.", "SRV 5432 pg-0.pg.db.svc.cluster.local.", "SRV 5432 pg-3.pg.db.svc.cluster.local."}},
+			"SRV 5432 10-42-1-6.pg.db.svc.cluster.local.", "SRV 5432 10-42-2-8.pg.db.svc.cluster.local.", "SRV 5432 pg-0.pg.db.svc.cluster.local."}},
 		{"ext.default.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 192.0.2.1", "CNAME www.example.org."}},
 		{"ext.default.svc.cluster.local.", dns.TypeCNAME, dns.RcodeSuccess, []string{"CNAME www.example.org."}},
 		{"alias.default.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess, []string{"A 10.43.0.10", "CNAME web.default.svc.cluster.local."}},
@@ -228,7 +228,7 @@ func TestRecords(t *testing.T) {
 		{"notanip.default.pod.cluster.local.", dns.TypeA, dns.RcodeNameError, nil},
 		{"10.0.43.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess, []string{"PTR web.default.svc.cluster.local."}},
 		{"5.0.42.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess, []string{"PTR pg-0.pg.db.svc.cluster.local."}},
-		{"8.2.42.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess, []string{"PTR pg-3.pg.db.svc.cluster.local."}},
+		{"8.2.42.10.in-addr.arpa.", dns.TypePTR, dns.RcodeSuccess, []string{"PTR 10-42-2-8.pg.db.svc.cluster.local."}},
 		{"www.example.org.", dns.TypeA, dns.RcodeSuccess, []string{"A 192.0.2.1"}},
 		{"nowhere.test.", dns.TypeA, dns.RcodeNameError, nil},
 		{"99.99.99.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError, nil}, // forwarded
