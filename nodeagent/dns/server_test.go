@@ -61,7 +61,7 @@ func upstream(t *testing.T) string {
 	return pc.LocalAddr().String()
 }
 
-func startServer(t *testing.T, cfg Config) *Server {
+func startServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -79,7 +79,7 @@ func startServer(t *testing.T, cfg Config) *Server {
 	return srv
 }
 
-func create(t *testing.T, s *store.Store, r store.Resource, obj store.Object) {
+func create(t testing.TB, s *store.Store, r store.Resource, obj store.Object) {
 	t.Helper()
 	if _, err := s.Create(context.Background(), r, obj); err != nil {
 		t.Fatalf("create %s %s: %v", r.Kind, obj.GetName(), err)
