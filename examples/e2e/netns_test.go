@@ -203,7 +203,7 @@ func dialInLocked(ctx context.Context, ns, network, addr string) (net.Conn, erro
 		return nil, fmt.Errorf("open this thread's netns: %w", err)
 	}
 	defer unix.Close(own)
-	fd, err := unix.Open(filepath.Join("/var/run/netns", ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(nsPath(ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open netns %s: %w", ns, err)
 	}
@@ -218,6 +218,15 @@ func dialInLocked(ctx context.Context, ns, network, addr string) (net.Conn, erro
 		runtime.UnlockOSThread()
 	}
 	return c, err
+}
+
+// nsPath is the file of network namespace ns: a name `ip netns` knows,
+// or an absolute path (a pod sandbox's bind mount).
+func nsPath(ns string) string {
+	if filepath.IsAbs(ns) {
+		return ns
+	}
+	return filepath.Join("/var/run/netns", ns)
 }
 
 // clientIn is an HTTP client whose connections start in namespace ns, one
@@ -273,6 +282,7 @@ func answers(ns, url string, n int) ([]string, error) {
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
 		pod, ok := strings.CutPrefix(line, "hello from ")
+		pod, _, _ = strings.Cut(pod, " ") // "hello from <pod> (container)"
 		if !ok {
 			return out, fmt.Errorf("GET %s: unexpected answer %q", url, b)
 		}

@@ -1,0 +1,294 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
+)
+
+// helloContainer is a Deployment of the hello-container example (2
+// replicas, containerPort 8080) behind a ClusterIP Service, next to the
+// hello-wasm example's 3 WASM replicas.
+const helloContainer = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hello-container
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: hello-container
+  template:
+    metadata:
+      labels:
+        app: hello-container
+    spec:
+      containers:
+      - name: hello
+        image: docker.io/library/hello-container:v1
+        imagePullPolicy: IfNotPresent
+        ports:
+        - name: http
+          containerPort: 8080
+        readinessProbe:
+          httpGet:
+            path: /
+            port: http
+          periodSeconds: 2
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hello-container
+spec:
+  selector:
+    app: hello-container
+  ports:
+  - name: http
+    port: 80
+    targetPort: http
+`
+
+// TestNetnsPodNetwork runs orca-server and two orca-agents with the pod
+// network (CNI bridge, node IPAM, host-gw routes, the service proxy on
+// ClusterIPs) on three "machines" made of network namespaces, runs WASM
+// and container pods on both nodes, and checks Kubernetes' network model:
+// every pod has an IP from its node's podCIDR and is reached at
+// podIP:containerPort from every node and from a container pod on the
+// other node, Endpoints show the manifest's ports, and ClusterIPs work
+// from every node and from inside a container pod.
+func TestNetnsPodNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: this test starts processes in network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); os.Geteuid() != 0 || err != nil {
+		t.Skip("requires root and iproute2 (ip netns)")
+	}
+	containerdtest.Require(t)
+	start := time.Now()
+	dir := t.TempDir()
+
+	bin := filepath.Join(dir, "bin")
+	for _, b := range []struct {
+		out, pkg string
+		env      []string
+	}{
+		{bin + "/", "./controlplane/cmd/orca-server ./nodeagent/cmd/orca-agent ./controlplane/cmd/orca", nil},
+		{filepath.Join(dir, "hello.wasm"), "./examples/hello-wasm", []string{"GOOS=wasip1", "GOARCH=wasm"}},
+	} {
+		cmd := exec.Command("go", append([]string{"build", "-o", b.out}, strings.Fields(b.pkg)...)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), b.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	archive, err := containerdtest.BuildGoImage(t.TempDir(), "docker.io/library/hello-container:v1", "github.com/orca-edge/orca/examples/hello-container", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
+
+	h := newHosts(t)
+	h.bin, h.logs = bin, filepath.Join(dir, "logs")
+	if err := os.MkdirAll(h.logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, name := range []string{"orca-server", "orca-agent-n1", "orca-agent-n2"} {
+			t.Logf("--- last lines of %s.log ---\n%s", name, tail(filepath.Join(h.logs, name+".log"), 60))
+		}
+		for _, ns := range []string{h.n1, h.n2} {
+			out, _ := exec.Command("ip", "-n", ns, "route").CombinedOutput()
+			t.Logf("--- routes of %s ---\n%s", ns, out)
+		}
+	})
+	srvIP := h.ip[h.srv]
+	nodeNS := map[string]string{"n1": h.n1, "n2": h.n2}
+	nodeIP := map[string]string{"n1": h.ip[h.n1], "n2": h.ip[h.n2]}
+
+	h.start(t, "orca-server", h.srv, "orca-server", "--data-dir", filepath.Join(dir, "server"),
+		"--nats-listen", srvIP+":4222", "--apiserver-addr", srvIP+":6443",
+		"--node-monitor-grace-period", nodeMonitorGrace.String())
+	h.kubeconfig = filepath.Join(dir, "server", "admin.kubeconfig")
+	h.waitKubeconfig(t)
+	h.cli(t, h.n1, "wait", "--server-ready", "--timeout", "30s")
+	join := h.joinFlags(t)
+	for node, ns := range nodeNS {
+		h.start(t, "orca-agent-"+node, ns, "orca-agent", append(slices.Clone(join),
+			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
+			"--heartbeat-interval", heartbeat.String())...)
+	}
+
+	// Both nodes are Ready, each with its own /24 of the cluster CIDR.
+	podCIDR := map[string]netip.Prefix{}
+	storetest.Eventually(t, 30*time.Second, func() error {
+		for node := range nodeNS {
+			var n corev1.Node
+			if err := h.apiGet("/api/v1/nodes/"+node, &n); err != nil {
+				return err
+			}
+			if s := nodeReady(&n); s != corev1.ConditionTrue {
+				return fmt.Errorf("node %s Ready=%q", node, s)
+			}
+			p, err := netip.ParsePrefix(n.Spec.PodCIDR)
+			if err != nil || p.Bits() != 24 || !netip.MustParsePrefix("10.42.0.0/16").Contains(p.Addr()) {
+				return fmt.Errorf("node %s podCIDR %q, want a /24 of 10.42.0.0/16", node, n.Spec.PodCIDR)
+			}
+			podCIDR[node] = p
+		}
+		if podCIDR["n1"] == podCIDR["n2"] {
+			return fmt.Errorf("both nodes have podCIDR %s", podCIDR["n1"])
+		}
+		return nil
+	})
+	t.Logf("nodes Ready after %v: podCIDRs %v", time.Since(start).Round(time.Millisecond), podCIDR)
+
+	h.cli(t, h.n1, "wasm", "push", filepath.Join(dir, "hello.wasm"), "--name", "hello-wasm:v1")
+	h.cli(t, h.n1, "image", "push", archive)
+	h.cli(t, h.n1, "apply", "-f", filepath.Join(repoRoot(t), "examples", "hello-wasm", "app.yaml"))
+	manifest := filepath.Join(dir, "hello-container.yaml")
+	if err := os.WriteFile(manifest, []byte(helloContainer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.cli(t, h.n1, "apply", "-f", manifest)
+	h.cli(t, h.n1, "wait", "-l", "app=hello-wasm", "--count", "3", "--timeout", "3m")
+	h.cli(t, h.n1, "wait", "-l", "app=hello-container", "--count", "2", "--timeout", "3m")
+	t.Logf("5 pods Ready after %v", time.Since(start).Round(time.Millisecond))
+
+	type pod struct {
+		name, node, ip, app, uid string
+	}
+	var pods []pod
+	for _, app := range []string{"hello-wasm", "hello-container"} {
+		var l corev1.PodList
+		if err := h.apiGet("/api/v1/namespaces/default/pods?labelSelector=app%3D"+app, &l); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range l.Items {
+			pods = append(pods, pod{p.Name, p.Spec.NodeName, p.Status.PodIP, app, string(p.UID)})
+			ip, err := netip.ParseAddr(p.Status.PodIP)
+			if err != nil || !podCIDR[p.Spec.NodeName].Contains(ip) {
+				t.Errorf("pod %s on %s: podIP %q, want an address of the node's podCIDR %s", p.Name, p.Spec.NodeName, p.Status.PodIP, podCIDR[p.Spec.NodeName])
+			}
+		}
+	}
+	onNode := map[string]map[string]bool{}
+	for _, p := range pods {
+		if onNode[p.app] == nil {
+			onNode[p.app] = map[string]bool{}
+		}
+		onNode[p.app][p.node] = true
+	}
+	if len(onNode["hello-wasm"]) != 2 || len(onNode["hello-container"]) != 2 {
+		t.Fatalf("pods %+v: want each app on both nodes", pods)
+	}
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if seen[p.ip] {
+			t.Errorf("pod IP %s used twice: %+v", p.ip, pods)
+		}
+		seen[p.ip] = true
+	}
+
+	// Endpoints publish podIP:targetPort with the manifest's port (8080).
+	storetest.Eventually(t, 20*time.Second, func() error {
+		for _, app := range []string{"hello-wasm", "hello-container"} {
+			var ep corev1.Endpoints
+			if err := h.apiGet("/api/v1/namespaces/default/endpoints/"+app, &ep); err != nil {
+				return err
+			}
+			var got []string
+			for _, s := range ep.Subsets {
+				for _, a := range s.Addresses {
+					for _, port := range s.Ports {
+						got = append(got, net.JoinHostPort(a.IP, fmt.Sprint(port.Port)))
+					}
+				}
+			}
+			var want []string
+			for _, p := range pods {
+				if p.app == app {
+					want = append(want, net.JoinHostPort(p.ip, "8080"))
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("endpoints of %s: %v, want %v", app, got, want)
+			}
+		}
+		return nil
+	})
+
+	// Every pod answers on podIP:containerPort from both nodes (one of
+	// them across the host-gw route), and from inside a container pod on
+	// each node: container to container, container to WASM, across hosts.
+	var from []string // network namespaces: the hosts, then one container pod per node
+	from = append(from, h.n1, h.n2)
+	for _, p := range pods {
+		if p.app == "hello-container" {
+			from = append(from, filepath.Join(dir, p.node, "podnet", "netns", p.uid))
+		}
+	}
+	for _, ns := range from {
+		if _, err := os.Stat(nsPath(ns)); err != nil {
+			t.Fatalf("network namespace of %s: %v", ns, err)
+		}
+	}
+	for _, src := range from {
+		for _, p := range pods {
+			storetest.Eventually(t, 20*time.Second, func() error {
+				b, err := getIn(src, "http://"+net.JoinHostPort(p.ip, "8080")+"/")
+				if err != nil {
+					return fmt.Errorf("from %s to pod %s (%s on %s): %w", src, p.name, p.ip, p.node, err)
+				}
+				if !strings.Contains(string(b), p.name) {
+					return fmt.Errorf("from %s, %s answered %q, want pod %s", src, p.ip, b, p.name)
+				}
+				return nil
+			})
+		}
+	}
+	t.Logf("pod-to-pod by IP from %d namespaces after %v", len(from), time.Since(start).Round(time.Millisecond))
+
+	// ClusterIPs, from 10.43.0.0/16, reach every replica of both apps from
+	// every node and from inside the container pods.
+	for _, app := range []string{"hello-wasm", "hello-container"} {
+		var svc corev1.Service
+		if err := h.apiGet("/api/v1/namespaces/default/services/"+app, &svc); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+		if err != nil || !netip.MustParsePrefix("10.43.0.0/16").Contains(ip) {
+			t.Errorf("Service %s: clusterIP %q, want an address of 10.43.0.0/16", app, svc.Spec.ClusterIP)
+		}
+		var want []string
+		for _, p := range pods {
+			if p.app == app {
+				want = append(want, p.name)
+			}
+		}
+		for _, src := range from {
+			reachesAll(t, src, fmt.Sprintf("http://%s:%d/", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port), want)
+		}
+	}
+	t.Logf("ClusterIPs from every namespace after %v", time.Since(start).Round(time.Millisecond))
+}
