@@ -115,6 +115,12 @@ func TestNetnsPodNetwork(t *testing.T) {
 		for _, name := range []string{"orca-server", "orca-agent-n1", "orca-agent-n2"} {
 			t.Logf("--- last lines of %s.log ---\n%s", name, tail(filepath.Join(h.logs, name+".log"), 60))
 		}
+		var l corev1.PodList
+		if err := h.apiGet("/api/v1/namespaces/default/pods", &l); err == nil {
+			for _, p := range l.Items {
+				t.Logf("pod %s on %s: phase %s podIP %s conditions %+v containers %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.Status.Conditions, p.Status.ContainerStatuses)
+			}
+		}
 		for _, ns := range []string{h.n1, h.n2} {
 			out, _ := exec.Command("ip", "-n", ns, "route").CombinedOutput()
 			t.Logf("--- routes of %s ---\n%s", ns, out)

@@ -43,10 +43,12 @@ func NodeInboxPrefix(node string) string { return nodeapi.NodeInboxPrefix(node) 
 // publish there, so the subject is its identity.
 func RelaySubject(node string) string { return nodeapi.RelaySubject(node) }
 
-// Buckets every node reads whole, and the object stores it fetches
-// WASM modules and pushed images from.
+// Buckets every node reads whole (the Nodes for the pod network's routes,
+// as Kubernetes' node authorizer lets a kubelet list and watch every
+// Node), and the object stores it fetches WASM modules and pushed images
+// from.
 var (
-	NodeSharedBuckets = []string{store.RuntimeClasses.Bucket(), store.Services.Bucket(), store.Endpoints.Bucket(), store.EndpointSlices.Bucket()}
+	NodeSharedBuckets = []string{store.RuntimeClasses.Bucket(), store.Services.Bucket(), store.Endpoints.Bucket(), store.EndpointSlices.Bucket(), store.Nodes.Bucket()}
 	NodeObjectStores  = []string{"wasm-modules", "oci-images"}
 	// ViewerHiddenBuckets are the buckets viewers cannot read at all
 	// (not even their key names): the Secrets.

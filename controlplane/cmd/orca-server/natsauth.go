@@ -76,7 +76,7 @@ func natsControlPlaneOptions(a *natsauth.Authority) ([]nats.Option, error) {
 // natsBootstrap creates the buckets node agents read, which they have no
 // right to create (their stores are BindOnly).
 func natsBootstrap(ctx context.Context, st *store.Store) error {
-	return st.EnsureBuckets(ctx, store.NodePods, store.RuntimeClasses, store.Services, store.Endpoints, store.EndpointSlices)
+	return st.EnsureBuckets(ctx, store.NodePods, store.RuntimeClasses, store.Services, store.Endpoints, store.EndpointSlices, store.Nodes)
 }
 
 // natsIssuer answers NATSCredentialRequests with a's keys, or is nil.
