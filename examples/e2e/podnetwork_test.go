@@ -115,12 +115,6 @@ func TestNetnsPodNetwork(t *testing.T) {
 		for _, name := range []string{"orca-server", "orca-agent-n1", "orca-agent-n2"} {
 			t.Logf("--- last lines of %s.log ---\n%s", name, tail(filepath.Join(h.logs, name+".log"), 60))
 		}
-		var l corev1.PodList
-		if err := h.apiGet("/api/v1/namespaces/default/pods", &l); err == nil {
-			for _, p := range l.Items {
-				t.Logf("pod %s on %s: phase %s podIP %s conditions %+v containers %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.Status.Conditions, p.Status.ContainerStatuses)
-			}
-		}
 		for _, ns := range []string{h.n1, h.n2} {
 			out, _ := exec.Command("ip", "-n", ns, "route").CombinedOutput()
 			t.Logf("--- routes of %s ---\n%s", ns, out)
@@ -142,6 +136,20 @@ func TestNetnsPodNetwork(t *testing.T) {
 			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
 			"--heartbeat-interval", heartbeat.String())...)
 	}
+
+	// Registered after the processes started, so it runs before they are killed.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var l corev1.PodList
+		if err := h.apiGet("/api/v1/namespaces/default/pods", &l); err != nil {
+			t.Logf("pods: %v", err)
+		}
+		for _, p := range l.Items {
+			t.Logf("pod %s on %s: phase %s podIP %s containers %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
+		}
+	})
 
 	// Both nodes are Ready, each with its own /24 of the cluster CIDR.
 	podCIDR := map[string]netip.Prefix{}
