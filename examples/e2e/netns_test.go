@@ -130,8 +130,10 @@ func (h *hosts) start(t *testing.T, name, ns, bin string, args ...string) *exec.
 	if err != nil {
 		t.Fatal(err)
 	}
-	// `ip netns exec` execs bin without forking, so cmd.Process is bin.
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, filepath.Join(h.bin, bin)}, args...)...)
+	// nsenter joins only the network namespace and execs bin, so
+	// cmd.Process is bin. Not `ip netns exec`: it remounts /sys in a mount
+	// namespace of its own, which hides the cgroup filesystem runc needs.
+	cmd := exec.Command("nsenter", append([]string{"--net=" + nsPath(ns), filepath.Join(h.bin, bin)}, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
