@@ -41,6 +41,9 @@ spec:
       - name: hello
         image: docker.io/library/hello-container:v1
         imagePullPolicy: IfNotPresent
+        env:
+        - name: PORT
+          value: "8080"
         ports:
         - name: http
           containerPort: 8080
@@ -114,6 +117,14 @@ func TestNetnsPodNetwork(t *testing.T) {
 		}
 		for _, name := range []string{"orca-server", "orca-agent-n1", "orca-agent-n2"} {
 			t.Logf("--- last lines of %s.log ---\n%s", name, tail(filepath.Join(h.logs, name+".log"), 60))
+		}
+		for _, node := range []string{"n1", "n2"} {
+			b, _ := os.ReadFile(filepath.Join(h.logs, "orca-agent-"+node+".log"))
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(strings.ToLower(l), "route") {
+					t.Logf("%s: %s", node, l)
+				}
+			}
 		}
 		for _, ns := range []string{h.n1, h.n2} {
 			out, _ := exec.Command("ip", "-n", ns, "route").CombinedOutput()
