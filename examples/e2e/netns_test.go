@@ -352,6 +352,7 @@ func TestNetnsThreeHosts(t *testing.T) {
 	}
 	start := time.Now()
 	dir := t.TempDir()
+	cleanupUnder(t, dir)
 
 	// Build the binaries and the module first: nothing to clean up if that fails.
 	bin := filepath.Join(dir, "bin")
@@ -542,4 +543,55 @@ func TestNetnsThreeHosts(t *testing.T) {
 		t.Errorf("node n1 Ready=%q, want True: only n2 lost its agent", s)
 	}
 	t.Logf("done after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// cleanupUnder registers a cleanup, to run after the processes the test
+// started are killed (register it before starting them), that removes what
+// killed agents leave behind under dir in the root mount namespace: it
+// kills the processes still in a pod sandbox's network namespace (the
+// containers of a killed agent's private containerd outlive it) and
+// unmounts every mount below dir (volumes' tmpfs, sandboxes' bind mounts),
+// deepest first, so t.TempDir can be removed.
+func cleanupUnder(t *testing.T, dir string) {
+	t.Helper()
+	t.Cleanup(func() {
+		sandboxes, _ := filepath.Glob(filepath.Join(dir, "*", "podnet", "netns", "*"))
+		inodes := map[uint64]bool{}
+		for _, f := range sandboxes {
+			var st unix.Stat_t
+			if unix.Stat(f, &st) == nil {
+				inodes[st.Ino] = true
+			}
+		}
+		if len(inodes) > 0 {
+			procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+			for _, p := range procs {
+				var st unix.Stat_t
+				if unix.Stat(p, &st) != nil || !inodes[st.Ino] {
+					continue
+				}
+				var pid int
+				if _, err := fmt.Sscanf(p, "/proc/%d/ns/net", &pid); err == nil && pid != os.Getpid() {
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
+			}
+		}
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return
+		}
+		var mounts []string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+				mounts = append(mounts, f[4])
+			}
+		}
+		slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
+		for _, m := range mounts {
+			if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+				t.Logf("unmount %s: %v", m, err)
+			}
+		}
+	})
 }

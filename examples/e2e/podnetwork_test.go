@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -84,6 +85,7 @@ func TestNetnsPodNetwork(t *testing.T) {
 	containerdtest.Require(t)
 	start := time.Now()
 	dir := t.TempDir()
+	cleanupUnder(t, dir)
 
 	bin := filepath.Join(dir, "bin")
 	for _, b := range []struct {
@@ -316,4 +318,36 @@ func TestNetnsPodNetwork(t *testing.T) {
 		}
 	}
 	t.Logf("ClusterIPs from every namespace after %v", time.Since(start).Round(time.Millisecond))
+
+	// The cluster DNS of each node (its agent, on the node's address, the
+	// --cluster-dns its pods' resolv.conf names) answers a container pod
+	// on it with the Services' ClusterIPs (A) and named ports (SRV).
+	var wasmSvc corev1.Service
+	if err := h.apiGet("/api/v1/namespaces/default/services/hello-wasm", &wasmSvc); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.app != "hello-container" {
+			continue
+		}
+		netns := filepath.Join(dir, p.node, "podnet", "netns", p.uid)
+		dial := dialIn(netns)
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dial(ctx, network, net.JoinHostPort(nodeIP[p.node], "53"))
+		}}
+		storetest.Eventually(t, 10*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			addrs, err := r.LookupHost(ctx, "hello-wasm.default.svc.cluster.local")
+			if err != nil || !slices.Equal(addrs, []string{wasmSvc.Spec.ClusterIP}) {
+				return fmt.Errorf("from pod %s, A hello-wasm.default.svc.cluster.local: %v %v, want %s", p.name, addrs, err, wasmSvc.Spec.ClusterIP)
+			}
+			_, srvs, err := r.LookupSRV(ctx, "http", "tcp", "hello-wasm.default.svc.cluster.local")
+			if err != nil || len(srvs) != 1 || srvs[0].Port != 80 {
+				return fmt.Errorf("from pod %s, SRV _http._tcp.hello-wasm: %+v %v, want port 80", p.name, srvs, err)
+			}
+			return nil
+		})
+	}
+	t.Logf("cluster DNS from the container pods after %v", time.Since(start).Round(time.Millisecond))
 }
