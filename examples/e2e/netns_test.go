@@ -355,21 +355,7 @@ func TestNetnsThreeHosts(t *testing.T) {
 	cleanupUnder(t, dir)
 
 	// Build the binaries and the module first: nothing to clean up if that fails.
-	bin := filepath.Join(dir, "bin")
-	for _, b := range []struct {
-		out, pkg string
-		env      []string
-	}{
-		{bin + "/", "./controlplane/cmd/orca-server ./nodeagent/cmd/orca-agent ./controlplane/cmd/orca", nil},
-		{filepath.Join(dir, "hello.wasm"), "./examples/hello-wasm", []string{"GOOS=wasip1", "GOARCH=wasm"}},
-	} {
-		cmd := exec.Command("go", append([]string{"build", "-o", b.out}, strings.Fields(b.pkg)...)...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append(os.Environ(), b.env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
+	bin := buildHostBinaries(t, dir)
 	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
 
 	h := newHosts(t)
@@ -594,4 +580,27 @@ func cleanupUnder(t *testing.T, dir string) {
 			}
 		}
 	})
+}
+
+// buildHostBinaries builds orca-server, orca-agent and orca into
+// <dir>/bin (returned) and the hello-wasm module into <dir>/hello.wasm,
+// for the processes the namespace-host tests start.
+func buildHostBinaries(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "bin")
+	for _, b := range []struct {
+		out, pkg string
+		env      []string
+	}{
+		{bin + "/", "./controlplane/cmd/orca-server ./nodeagent/cmd/orca-agent ./controlplane/cmd/orca", nil},
+		{filepath.Join(dir, "hello.wasm"), "./examples/hello-wasm", []string{"GOOS=wasip1", "GOARCH=wasm"}},
+	} {
+		cmd := exec.Command("go", append([]string{"build", "-o", b.out}, strings.Fields(b.pkg)...)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), b.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return bin
 }

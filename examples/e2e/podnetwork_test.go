@@ -87,21 +87,7 @@ func TestNetnsPodNetwork(t *testing.T) {
 	dir := t.TempDir()
 	cleanupUnder(t, dir)
 
-	bin := filepath.Join(dir, "bin")
-	for _, b := range []struct {
-		out, pkg string
-		env      []string
-	}{
-		{bin + "/", "./controlplane/cmd/orca-server ./nodeagent/cmd/orca-agent ./controlplane/cmd/orca", nil},
-		{filepath.Join(dir, "hello.wasm"), "./examples/hello-wasm", []string{"GOOS=wasip1", "GOARCH=wasm"}},
-	} {
-		cmd := exec.Command("go", append([]string{"build", "-o", b.out}, strings.Fields(b.pkg)...)...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append(os.Environ(), b.env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
+	bin := buildHostBinaries(t, dir)
 	archive, err := containerdtest.BuildGoImage(t.TempDir(), "docker.io/library/hello-container:v1", "github.com/orca-edge/orca/examples/hello-container", nil)
 	if err != nil {
 		t.Fatal(err)
