@@ -281,6 +281,27 @@ func TestNetnsPodNetwork(t *testing.T) {
 		}
 	}
 	t.Logf("pod-to-pod by IP from %d namespaces after %v", len(from), time.Since(start).Round(time.Millisecond))
+	// No NAT between pods: each container pod logged the requests of the
+	// container pod on the other node from that pod's own address.
+	var containers []pod
+	for _, p := range pods {
+		if p.app == "hello-container" {
+			containers = append(containers, p)
+		}
+	}
+	for i, p := range containers {
+		peer := containers[1-i]
+		storetest.Eventually(t, 10*time.Second, func() error {
+			b, err := getWith(h.api, h.apiURL()+"/api/v1/namespaces/default/pods/"+p.name+"/log")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(b), " "+peer.ip+":") {
+				return fmt.Errorf("pod %s (on %s) logged no request from pod %s's address %s (on %s): the pod network masquerades between nodes:\n%s", p.name, p.node, peer.name, peer.ip, peer.node, b)
+			}
+			return nil
+		})
+	}
 
 	// ClusterIPs, from 10.43.0.0/16, reach every replica of both apps from
 	// every node and from inside the container pods.

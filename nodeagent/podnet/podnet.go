@@ -98,6 +98,14 @@ type Config struct {
 	// pods then have no egress beyond the node unless routes are set up
 	// for their CIDR.
 	DisableIPMasq bool
+	// ClusterCIDR is the cluster's pod network, every node's pod CIDR
+	// (orca-server's --cluster-cidr, "10.42.0.0/16"). With masquerading
+	// on, traffic from this node's pods to it is not masqueraded (one
+	// iptables rule, nat POSTROUTING, before the bridge plugin's), so a
+	// pod on another node sees the pod's own address, as Kubernetes'
+	// network model asks and flannel does. Empty: only the node's own pod
+	// CIDR is exempt (the bridge plugin's rule).
+	ClusterCIDR string
 	// MTU of the bridge and the pods' interfaces; 0 lets the plugin pick.
 	MTU int
 	// Logger, default slog.Default().
@@ -187,6 +195,11 @@ func New(cfg Config) (*Network, error) {
 	if n.ipmasq && !iptablesPresent() {
 		n.log.Warn("pod network: iptables is not installed, so pod traffic leaving the node is not masqueraded (pods have no egress)")
 		n.ipmasq = false
+	}
+	if n.ipmasq && cfg.ClusterCIDR != "" {
+		if err := exemptClusterCIDR(cidr.String(), cfg.ClusterCIDR); err != nil {
+			return nil, fmt.Errorf("pod network: %w", err)
+		}
 	}
 	for _, d := range []string{n.nsDir, filepath.Join(cfg.StateDir, "ipam"), filepath.Join(cfg.StateDir, "cache")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -562,6 +575,25 @@ func LookPlugins(dirs ...string) error {
 		dirs = DefaultPluginDirs
 	}
 	return checkPlugins(dirs)
+}
+
+// exemptClusterCIDR makes sure nat POSTROUTING starts with a rule that
+// lets traffic from podCIDR to clusterCIDR leave unmasqueraded (RETURN,
+// before the bridge plugin's per-pod masquerade chains). It is added once
+// and kept: the same rule serves the agent's next start.
+func exemptClusterCIDR(podCIDR, clusterCIDR string) error {
+	_, cluster, err := net.ParseCIDR(clusterCIDR)
+	if err != nil || cluster.IP.To4() == nil {
+		return fmt.Errorf("cluster CIDR %q: want an IPv4 subnet such as 10.42.0.0/16", clusterCIDR)
+	}
+	rule := []string{"POSTROUTING", "-s", podCIDR, "-d", cluster.String(), "-m", "comment", "--comment", "orca: pod to pod, no masquerade", "-j", "RETURN"}
+	if exec.Command("iptables", append([]string{"-w", "-t", "nat", "-C"}, rule...)...).Run() == nil {
+		return nil
+	}
+	if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat", "-I", rule[0], "1"}, rule[1:]...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables: exempt %s -> %s from masquerading: %v: %s", podCIDR, cluster, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // iptablesPresent reports whether the bridge plugin's ipMasq can work.

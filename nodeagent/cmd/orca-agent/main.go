@@ -84,19 +84,20 @@ type options struct {
 
 // podNetOptions are the pod network's flags (nodeagent/podnet).
 type podNetOptions struct {
-	enabled    bool
-	cidr       string
-	bridge     string
-	pluginDirs []string
-	masquerade bool
-	backend    string // --pod-network-backend
+	enabled     bool
+	cidr        string
+	bridge      string
+	pluginDirs  []string
+	masquerade  bool
+	clusterCIDR string
+	backend     string // --pod-network-backend
 }
 
 func (p podNetOptions) config() *podnet.Config {
 	if !p.enabled {
 		return nil
 	}
-	return &podnet.Config{PodCIDR: p.cidr, Bridge: p.bridge, PluginDirs: p.pluginDirs, DisableIPMasq: !p.masquerade}
+	return &podnet.Config{PodCIDR: p.cidr, Bridge: p.bridge, PluginDirs: p.pluginDirs, DisableIPMasq: !p.masquerade, ClusterCIDR: p.clusterCIDR}
 }
 
 // dnsConfig is the cluster DNS server's configuration, nil with
@@ -169,6 +170,7 @@ func newCommand() *cobra.Command {
 	f.StringSliceVar(&o.podNet.pluginDirs, "cni-bin-dir", podnet.DefaultPluginDirs, "directories searched for the CNI plugins")
 	f.StringVar(&o.podNet.backend, "pod-network-backend", podnet.BackendHostGW, "how pods reach pods on other nodes, as flannel's --flannel-backend: host-gw (a route per node's spec.podCIDR via its InternalIP; the nodes must share one L2 network), vxlan (VXLAN VNI 1 on UDP 8472 between InternalIPs; any routed path, 50 bytes of MTU) or none (orca's own routes removed, none managed)")
 	f.BoolVar(&o.podNet.masquerade, "pod-masquerade", true, "masquerade pod traffic leaving the pod CIDR behind the node's address (the bridge plugin's ipMasq: iptables)")
+	f.StringVar(&o.podNet.clusterCIDR, "cluster-cidr", "10.42.0.0/16", "the cluster's pod network (orca-server's --cluster-cidr): pod traffic to it is not masqueraded, so pods on other nodes see the pod's own address; \"\" exempts only this node's pod CIDR")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, as the kubelet's: the zone the agent's DNS server answers and container pods' search domains")
 	f.StringVar(&o.dnsAddress, "dns-address", "", "host:port the agent's cluster DNS server listens on, UDP and TCP (default: --node-ip:53); \"off\": no DNS server")
 	f.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "nameserver IPs of container pods with dnsPolicy ClusterFirst, as the kubelet's (default: the host of --dns-address, this agent's own server, unless a loopback address: then none, and such pods get the node's resolv.conf; pods always ask on port 53)")
