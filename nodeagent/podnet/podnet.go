@@ -198,7 +198,8 @@ func New(cfg Config) (*Network, error) {
 	}
 	if n.ipmasq && cfg.ClusterCIDR != "" {
 		if err := exemptClusterCIDR(cidr.String(), cfg.ClusterCIDR); err != nil {
-			return nil, fmt.Errorf("pod network: %w", err)
+			// Pods still talk across nodes, through the node's address.
+			n.log.Warn("pod network: pod traffic to other nodes' pods stays masqueraded", "err", err)
 		}
 	}
 	for _, d := range []string{n.nsDir, filepath.Join(cfg.StateDir, "ipam"), filepath.Join(cfg.StateDir, "cache")} {
