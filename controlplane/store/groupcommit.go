@@ -163,7 +163,7 @@ func (g *GroupCommit) LastSequence(stream string) (uint64, bool) {
 	account, ok := g.accounts[stream]
 	g.mu.Unlock()
 	if !ok {
-		dir, err := (&streamSync{g: g, name: stream}).streamDir()
+		dir, err := g.streamDir(stream)
 		if err != nil {
 			return 0, false
 		}
@@ -545,17 +545,22 @@ func blockIndex(name string) (uint64, bool) {
 // streamDir finds <store dir>/<account>/streams/<stream>: the account is
 // the only one holding a stream of that name ("$G" without accounts, the
 // orca account's public key in JWT mode).
-func (ss *streamSync) streamDir() (string, error) {
-	matches, err := filepath.Glob(filepath.Join(ss.g.dir, "*", "streams", ss.name))
+func (ss *streamSync) streamDir() (string, error) { return ss.g.streamDir(ss.name) }
+
+// streamDir finds the directory of stream name under the store directory
+// (<dir>/<account>/streams/<name>); an error when no account or several
+// hold it.
+func (g *GroupCommit) streamDir(name string) (string, error) {
+	matches, err := filepath.Glob(filepath.Join(g.dir, "*", "streams", name))
 	if err != nil {
 		return "", err
 	}
 	switch len(matches) {
 	case 0:
-		return "", fmt.Errorf("no directory for stream %s under %s", ss.name, ss.g.dir)
+		return "", fmt.Errorf("no directory for stream %s under %s", name, g.dir)
 	case 1:
 		return matches[0], nil
 	default:
-		return "", fmt.Errorf("stream %s exists in %d accounts under %s", ss.name, len(matches), ss.g.dir)
+		return "", fmt.Errorf("stream %s exists in %d accounts under %s", name, len(matches), g.dir)
 	}
 }
