@@ -210,41 +210,56 @@ backend b
 // startOrcaProxy runs nodeagent/proxy on an embedded store with one
 // Service (ClusterIP 127.96.251.1, loopback: no service interface needed)
 // whose EndpointSlice holds backend, and returns the Service address once
-// it relays a request. The proxy and store stop with ctx.
-func startOrcaProxy(ctx context.Context, dir string, backend *net.TCPAddr) (string, error) {
+// it relays a request. stop ends the proxy, the store and the embedded
+// NATS server and returns once they have stopped writing to dir; it is
+// non-nil only when err is nil.
+func startOrcaProxy(ctx context.Context, dir string, backend *net.TCPAddr) (addr string, stop func(), err error) {
 	ns, err := store.StartEmbedded(store.EmbeddedConfig{Port: -1, DataDir: filepath.Join(dir, "nats")})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		ns.Shutdown()
-		return "", err
+		ns.WaitForShutdown()
+		return "", nil, err
 	}
 	st, err := store.New(nc, store.Config{})
 	if err != nil {
 		nc.Close()
 		ns.Shutdown()
-		return "", err
+		ns.WaitForShutdown()
+		return "", nil, err
 	}
 	p, err := proxy.New(proxy.Config{Store: st, BindClusterIPs: true})
 	if err != nil {
-		return "", err
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); p.Run(ctx) }()
-	go func() {
-		<-ctx.Done()
-		wg.Wait()
 		st.Close()
 		nc.Close()
 		ns.Shutdown()
+		ns.WaitForShutdown()
+		return "", nil, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(pctx) }()
+	stop = func() {
+		cancel()
+		<-done
+		st.Close()
+		nc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+	defer func() {
+		if err != nil {
+			stop()
+			stop = nil
+		}
 	}()
 	const clusterIP = "127.96.251.1"
 	port, err := freeLoopbackPort(clusterIP)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"},
 		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{{Name: "http", Port: int32(port), Protocol: corev1.ProtocolTCP}}}}
@@ -253,13 +268,16 @@ func startOrcaProxy(ctx context.Context, dir string, backend *net.TCPAddr) (stri
 		AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: &name, Port: &bport, Protocol: &proto}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{backend.IP.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}}
 	if _, err := st.Create(ctx, store.Services, svc); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if _, err := st.Create(ctx, store.EndpointSlices, sl); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	addr := net.JoinHostPort(clusterIP, strconv.Itoa(port))
-	return addr, waitRelay(ctx, addr)
+	addr = net.JoinHostPort(clusterIP, strconv.Itoa(port))
+	if err := waitRelay(ctx, addr); err != nil {
+		return "", nil, err
+	}
+	return addr, stop, nil
 }
 
 // waitRelay polls addr until a GET / through it is answered (10 s).
@@ -416,11 +434,12 @@ func proxyChild() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
-	addr, err := startOrcaProxy(ctx, dir, backend)
+	addr, stop, err := startOrcaProxy(ctx, dir, backend)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	defer stop()
 	fmt.Println(addr)
 	io.Copy(io.Discard, os.Stdin)
 }

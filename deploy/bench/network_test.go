@@ -19,10 +19,11 @@ func TestNetworkTargets(t *testing.T) {
 	}
 	defer srv.Close()
 	targets := map[string]string{"direct": srv.Addr().String()}
-	op, err := startOrcaProxy(ctx, t.TempDir(), srv.Addr().(*net.TCPAddr))
+	op, stop, err := startOrcaProxy(ctx, t.TempDir(), srv.Addr().(*net.TCPAddr))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer stop()
 	targets["orca"] = op
 	if _, err := os.Stat(haproxyBin); err == nil {
 		hp, stop, err := startHAProxy(ctx, t.TempDir(), srv.Addr().String())
