@@ -1,5 +1,5 @@
 // Package builtin assembles the kinds orca serves from its store
-// resources: the core, apps, coordination, node, discovery,
+// resources: the core, apps, batch, autoscaling, coordination, node, discovery,
 // apiextensions, policy, rbac.authorization.k8s.io, authentication.k8s.io and certificates.k8s.io groups, in
 // discovery order. Kinds added at run time (CustomResourceDefinitions)
 // are added to the registry New returns.
@@ -10,6 +10,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/apps"
 	"github.com/orca-edge/orca/controlplane/registry/authentication"
+	"github.com/orca-edge/orca/controlplane/registry/autoscaling"
+	"github.com/orca-edge/orca/controlplane/registry/batch"
 	"github.com/orca-edge/orca/controlplane/registry/certificates"
 	"github.com/orca-edge/orca/controlplane/registry/coordination"
 	"github.com/orca-edge/orca/controlplane/registry/core"
@@ -23,7 +25,7 @@ import (
 // Kinds() is appended here.
 func Kinds() []registry.Kind {
 	var out []registry.Kind
-	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds(), policy.Kinds(), rbac.Kinds(), authentication.Kinds(), certificates.Kinds()} {
+	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), batch.Kinds(), autoscaling.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds(), policy.Kinds(), rbac.Kinds(), authentication.Kinds(), certificates.Kinds()} {
 		out = append(out, group...)
 	}
 	return out
