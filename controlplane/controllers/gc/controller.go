@@ -180,15 +180,26 @@ func (c *Controller) followRegistry(ctx context.Context) {
 // resourceFor returns the store resource an ownerReference names (its
 // group and kind, in any version: the registry's ForGroupKind).
 func (c *Controller) resourceFor(ref metav1.OwnerReference) (store.Resource, bool) {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return store.Resource{}, false
-	}
-	k, ok := c.reg.ForGroupKind(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
+	k, ok := c.kindFor(ref)
 	if !ok {
 		return store.Resource{}, false
 	}
 	return k.Resource, true
+}
+
+// kindFor returns the registry kind an ownerReference names.
+func (c *Controller) kindFor(ref metav1.OwnerReference) (*registry.Kind, bool) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, false
+	}
+	return c.reg.ForGroupKind(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
+}
+
+// watched reports whether the objects of k are (or are about to be) in an
+// informer of the controller: a shared one, or one followRegistry runs.
+func (c *Controller) watched(k *registry.Kind) bool {
+	return c.shared[resourceKey(k.Resource)] || !(k.Projection || k.Virtual)
 }
 
 type dependent struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -40,31 +41,43 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			return c.deleteDependents(ctx, res, obj)
 		}
 	}
-	return c.checkOwners(ctx, res, obj)
+	unobserved, err := c.checkOwners(ctx, res, obj)
+	if err == nil && unobserved {
+		// No event of the owner's informer is sure to come: check again.
+		c.queue.AddAfter(key, unobservedRecheck)
+	}
+	return err
 }
 
+// unobservedRecheck is how long a dependent whose owner exists but has
+// not been seen by its informer yet waits before it is checked again.
+const unobservedRecheck = 250 * time.Millisecond
+
 // checkOwners deletes obj when all its owners are gone, or drops the
-// references to the owners that are gone.
-func (c *Controller) checkOwners(ctx context.Context, res store.Resource, obj store.Object) error {
+// references to the owners that are gone. It reports whether an owner
+// found present was not in its informer's cache (see ownerGone): obj must
+// then be checked again.
+func (c *Controller) checkOwners(ctx context.Context, res store.Resource, obj store.Object) (unobserved bool, err error) {
 	refs := obj.GetOwnerReferences()
 	if len(refs) == 0 || obj.GetDeletionTimestamp() != nil {
-		return nil
+		return false, nil
 	}
 	var dangling []types.UID
 	for _, ref := range refs {
-		gone, err := c.ownerGone(ctx, obj.GetNamespace(), ref)
+		gone, unseen, err := c.ownerGone(ctx, obj.GetNamespace(), ref)
 		if err != nil {
-			return err
+			return false, err
 		}
+		unobserved = unobserved || unseen
 		if gone {
 			dangling = append(dangling, ref.UID)
 		}
 	}
 	switch {
 	case len(dangling) == 0:
-		return nil
+		return unobserved, nil
 	case len(dangling) < len(refs):
-		return c.mutate(ctx, res, obj, func(o store.Object) bool {
+		return unobserved, c.mutate(ctx, res, obj, func(o store.Object) bool {
 			changed := false
 			for _, uid := range dangling {
 				changed = ctrlutil.RemoveOwnerReference(o, uid) || changed
@@ -72,35 +85,48 @@ func (c *Controller) checkOwners(ctx context.Context, res store.Resource, obj st
 			return changed
 		})
 	default:
-		return c.delete(ctx, res, obj)
+		return false, c.delete(ctx, res, obj)
 	}
 }
 
 // ownerGone reports whether the owner ref names no longer exists (with
 // that uid). Owners of kinds the store does not keep count as present.
-func (c *Controller) ownerGone(ctx context.Context, namespace string, ref metav1.OwnerReference) (bool, error) {
-	r, ok := c.resourceFor(ref)
+//
+// unobserved reports an owner the store has but the informer of its kind
+// has not seen (that informer has not listed yet, lags, or is not started
+// yet for a kind added at run time): its deletion may never be reported
+// to the handlers (an informer whose first list comes after the delete
+// emits nothing for it), so the dependent must be checked again until the
+// informer has seen the owner, as Kubernetes' garbage collector requeues
+// a dependent whose owner is a virtual node not yet observed by an
+// informer (attemptToDeleteWorker, kubernetes/kubernetes#56121).
+func (c *Controller) ownerGone(ctx context.Context, namespace string, ref metav1.OwnerReference) (gone, unobserved bool, err error) {
+	k, ok := c.kindFor(ref)
 	if !ok {
-		return false, nil
+		return false, false, nil
 	}
+	r := k.Resource
 	if !r.Namespaced {
 		namespace = ""
 	}
 	if inf, ok := c.informer(resourceKey(r)); ok {
 		if o, ok := inf.Get(namespace, ref.Name); ok && o.GetUID() == ref.UID {
-			return false, nil
+			return false, false, nil
 		}
 	}
 	// The cache may lag: confirm with the store, as the Kubernetes GC
 	// confirms with a live lookup before it deletes.
 	o, err := c.s.Get(ctx, r, namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return true, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("look up owner %s %s/%s: %w", r.Kind, namespace, ref.Name, err)
+		return false, false, fmt.Errorf("look up owner %s %s/%s: %w", r.Kind, namespace, ref.Name, err)
 	}
-	return o.GetUID() != ref.UID, nil
+	if o.GetUID() != ref.UID {
+		return true, false, nil
+	}
+	return false, c.watched(k), nil
 }
 
 // orphanDependents removes owner's references from its dependents, then
