@@ -226,42 +226,55 @@ func (e *env) slowBody(method, path string, n int) net.Conn {
 	return conn
 }
 
+// waitHeld waits until n slots of sem (one of the Server's in-flight
+// semaphores) are taken. A test that holds slots with slow bodies must
+// wait for it before it sends the request it expects refused: a request
+// sent earlier may take a slot while a slow body's headers are still on
+// their way (its TLS handshake), and that slow body is then refused
+// instead of held (TestARequestInFlightRefusesASlowBody).
+func (e *env) waitHeld(sem chan struct{}, n int) {
+	e.t.Helper()
+	storetest.Eventually(e.t, 30*time.Second, func() error {
+		if got := len(sem); got < n {
+			return fmt.Errorf("%d of the %d slots held", got, n)
+		}
+		return nil
+	})
+}
+
 // TestSlowBodiesAreCutOffAndFloodsRefused: a body that does not arrive
 // within the request timeout is answered 504 and its connection closed;
 // requests beyond the in-flight limit get 429 with Retry-After while the
 // slots are held; health checks and reads still answer.
 func TestSlowBodiesAreCutOffAndFloodsRefused(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *Config) {
-		// The slots are held until the request timeout; it is long
-		// enough that a loaded machine still sees the third request
-		// while they are.
+		// The slots are held until the request timeout (from when each
+		// slow body took its slot): long enough for a loaded machine to
+		// send the third request and the reads below meanwhile.
 		c.RequestTimeout = 12 * time.Second
 		c.MaxMutatingRequestsInFlight = 2
 		c.MaxRequestsInFlight = 2
 	}))
 	path := "/api/v1/namespaces/default/configmaps"
 	held := []net.Conn{e.slowBody("POST", path, 100), e.slowBody("POST", path, 100)}
-	// Both slots are taken once the third request is refused.
-	storetest.Eventually(t, 10*time.Second, func() error {
-		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"metadata":{"generateName":"c-"}}`))
-		resp, err := e.http.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusTooManyRequests {
-			return fmt.Errorf("third POST: %d, want 429", resp.StatusCode)
-		}
-		if ra := resp.Header.Get("Retry-After"); ra != "1" {
-			t.Errorf("429 Retry-After %q, want 1", ra)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		var st metav1.Status
-		if err := jsonUnmarshal(b, &st); err != nil || st.Reason != metav1.StatusReasonTooManyRequests {
-			t.Errorf("429 body: %s", b)
-		}
-		return nil
-	})
+	e.waitHeld(e.srv.mutating, 2)
+	req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"metadata":{"generateName":"c-"}}`))
+	resp, err := e.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third POST: %d, want 429: %s", resp.StatusCode, b)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("429 Retry-After %q, want 1", ra)
+	}
+	var st metav1.Status
+	if err := jsonUnmarshal(b, &st); err != nil || st.Reason != metav1.StatusReasonTooManyRequests {
+		t.Errorf("429 body: %s", b)
+	}
 	e.must(http.StatusOK, http.MethodGet, "/readyz", "", nil, nil)
 	e.must(http.StatusOK, http.MethodGet, path, "", nil, nil)
 	for i, conn := range held {
@@ -478,13 +491,48 @@ func TestModulePushesAreLimited(t *testing.T) {
 	for i := range maxModulePushes {
 		e.slowBody("PUT", fmt.Sprintf("/apis/orca.dev/v1/wasmmodules/held%d:v1", i), 1<<20)
 	}
-	storetest.Eventually(t, 5*time.Second, func() error {
-		code, out := e.do(http.MethodPut, "/apis/orca.dev/v1/wasmmodules/third:v1", "application/wasm", "\x00asm\x01\x00\x00\x00")
-		if code != http.StatusTooManyRequests {
-			return fmt.Errorf("third push: %d %s", code, out)
+	e.waitHeld(e.srv.modulePushes, maxModulePushes)
+	if code, out := e.do(http.MethodPut, "/apis/orca.dev/v1/wasmmodules/third:v1", "application/wasm", "\x00asm\x01\x00\x00\x00"); code != http.StatusTooManyRequests {
+		t.Errorf("third push: %d %s, want 429", code, out)
+	}
+}
+
+// TestARequestInFlightRefusesASlowBody forces the ordering that made
+// TestSlowBodiesAreCutOffAndFloodsRefused see 201 instead of 429 for its
+// whole window when it probed before its slow bodies held their slots:
+// a request in flight (here a third slow body, standing for the probe)
+// when the second slow body arrives gets that one refused, with
+// "Connection: close"; once it ends, one slot is free and every later
+// request is served.
+func TestARequestInFlightRefusesASlowBody(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *Config) {
+		c.RequestTimeout = time.Minute
+		c.MaxMutatingRequestsInFlight = 2
+	}))
+	path := "/api/v1/namespaces/default/configmaps"
+	e.slowBody("POST", path, 100)
+	probe := e.slowBody("POST", path, 100)
+	e.waitHeld(e.srv.mutating, 2)
+	late := e.slowBody("POST", path, 100)
+	if err := late.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(late), nil)
+	if err != nil {
+		t.Fatalf("slow body arriving with the slots taken: no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !resp.Close {
+		t.Fatalf("slow body arriving with the slots taken: %d (Connection: close %v), want 429 and close", resp.StatusCode, resp.Close)
+	}
+	probe.Close() // the probe ends: its slot is free, the refused slow body holds none
+	storetest.Eventually(t, 30*time.Second, func() error {
+		if n := len(e.srv.mutating); n != 1 {
+			return fmt.Errorf("%d slots held, want 1", n)
 		}
 		return nil
 	})
+	e.must(http.StatusCreated, http.MethodPost, path, "", `{"metadata":{"generateName":"c-"}}`, nil)
 }
 
 // TestPodRulesKubernetesHas: probe timings, hostnames and
