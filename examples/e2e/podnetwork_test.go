@@ -22,8 +22,14 @@ import (
 )
 
 // helloContainer is a Deployment of the hello-container example (2
-// replicas, containerPort 8080) behind a ClusterIP Service, next to the
-// hello-wasm example's 3 WASM replicas.
+// replicas, containerPort 8080, a UDP echo on 9090) behind a NodePort
+// Service, next to the hello-wasm example's 3 WASM replicas, and what the
+// Service checks of services_test.go use: a UDP Service (pods labelled
+// udp-echo=on), a ClientIP-affinity Service, and a headless Service
+// (pods labelled dns=headless) with a bare pod web-0 whose
+// hostname/subdomain name it. The pods' readiness is /readyz (which a POST
+// to /readyz/fail turns off), probed every second; a deleted pod sleeps
+// in preStop for 10 s, serving, before it gets SIGTERM.
 const helloContainer = `apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -37,7 +43,10 @@ spec:
     metadata:
       labels:
         app: hello-container
+        udp-echo: "on"
+        dns: headless
     spec:
+      terminationGracePeriodSeconds: 30
       containers:
       - name: hello
         image: docker.io/library/hello-container:v1
@@ -45,37 +54,165 @@ spec:
         env:
         - name: PORT
           value: "8080"
+        - name: UDP_PORT
+          value: "9090"
         ports:
         - name: http
           containerPort: 8080
+        - name: echo
+          containerPort: 9090
+          protocol: UDP
         readinessProbe:
           httpGet:
-            path: /
+            path: /readyz
             port: http
-          periodSeconds: 2
+          periodSeconds: 1
+          failureThreshold: 1
+        lifecycle:
+          preStop:
+            sleep:
+              seconds: 10
 ---
 apiVersion: v1
 kind: Service
 metadata:
   name: hello-container
 spec:
+  type: NodePort
   selector:
     app: hello-container
   ports:
   - name: http
     port: 80
     targetPort: http
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hello-udp
+spec:
+  selector:
+    udp-echo: "on"
+  ports:
+  - name: echo
+    protocol: UDP
+    port: 9090
+    targetPort: echo
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hello-affinity
+spec:
+  selector:
+    app: hello-container
+  sessionAffinity: ClientIP
+  ports:
+  - name: http
+    port: 80
+    targetPort: http
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hello-headless
+spec:
+  clusterIP: None
+  selector:
+    dns: headless
+  ports:
+  - name: http
+    port: 8080
+    targetPort: http
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-0
+  labels:
+    app: web
+    dns: headless
+spec:
+  hostname: web-0
+  subdomain: hello-headless
+  containers:
+  - name: hello
+    image: docker.io/library/hello-container:v1
+    imagePullPolicy: IfNotPresent
+    env:
+    - name: PORT
+      value: "8080"
+    ports:
+    - name: http
+      containerPort: 8080
+    readinessProbe:
+      httpGet:
+        path: /readyz
+        port: http
+      periodSeconds: 1
 `
 
-// TestNetnsPodNetwork runs orca-server and two orca-agents with the pod
-// network (CNI bridge, node IPAM, host-gw routes, the service proxy on
-// ClusterIPs) on three "machines" made of network namespaces, runs WASM
-// and container pods on both nodes, and checks Kubernetes' network model:
-// every pod has an IP from its node's podCIDR and is reached at
-// podIP:containerPort from every node and from a container pod on the
-// other node, Endpoints show the manifest's ports, and ClusterIPs work
-// from every node and from inside a container pod.
-func TestNetnsPodNetwork(t *testing.T) {
+// podNetBed is the bed TestNetnsPodNetwork builds: three namespace hosts
+// (orca-server; agents n1 and n2 with the pod network and the proxy), and
+// the hello-wasm example and the helloContainer manifest applied and Ready.
+type podNetBed struct {
+	h       *hosts
+	dir     string    // the test's directory: logs, binaries, the agents' data dirs
+	start   time.Time // when the set-up began, for the logs' timings
+	nodeNS  map[string]string
+	nodeIP  map[string]string
+	podCIDR map[string]netip.Prefix
+	// pods are the hello-wasm and hello-container pods as they were once
+	// Ready (each app has pods on both nodes).
+	pods []bedPod
+}
+
+// bedPod is one pod of the bed.
+type bedPod struct {
+	name, node, ip, app, uid string
+}
+
+// netns is the network namespace of container pod p: its sandbox's bind
+// mount under the agent's data dir.
+func (b *podNetBed) netns(p bedPod) string {
+	return filepath.Join(b.dir, p.node, "podnet", "netns", p.uid)
+}
+
+// from is where the checks connect from: the nodes' namespaces n1 and
+// n2, then the hello-container pods' (one on each node).
+func (b *podNetBed) from() []string {
+	from := []string{b.h.n1, b.h.n2}
+	for _, p := range b.podsOf("hello-container") {
+		from = append(from, b.netns(p))
+	}
+	return from
+}
+
+// resolver asks the cluster DNS of p's node (its agent, on the node's
+// address, port 53: the nameserver of p's resolv.conf) from inside
+// container pod p.
+func (b *podNetBed) resolver(p bedPod) *net.Resolver {
+	dial := dialIn(b.netns(p))
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dial(ctx, network, net.JoinHostPort(b.nodeIP[p.node], "53"))
+	}}
+}
+
+// podsOf returns the bed's pods of app.
+func (b *podNetBed) podsOf(app string) []bedPod {
+	var out []bedPod
+	for _, p := range b.pods {
+		if p.app == app {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// startPodNetBed builds the bed (skipping without root, ip or containerd,
+// as the other namespace-host tests) and cleans it up with t.
+func startPodNetBed(t *testing.T) *podNetBed {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("short mode: this test starts processes in network namespaces")
 	}
@@ -184,19 +321,17 @@ func TestNetnsPodNetwork(t *testing.T) {
 	h.cli(t, h.n1, "apply", "-f", manifest)
 	h.cli(t, h.n1, "wait", "-l", "app=hello-wasm", "--count", "3", "--timeout", "3m")
 	h.cli(t, h.n1, "wait", "-l", "app=hello-container", "--count", "2", "--timeout", "3m")
-	t.Logf("5 pods Ready after %v", time.Since(start).Round(time.Millisecond))
+	h.cli(t, h.n1, "wait", "-l", "app=web", "--count", "1", "--timeout", "3m")
+	t.Logf("6 pods Ready after %v", time.Since(start).Round(time.Millisecond))
 
-	type pod struct {
-		name, node, ip, app, uid string
-	}
-	var pods []pod
+	var pods []bedPod
 	for _, app := range []string{"hello-wasm", "hello-container"} {
 		var l corev1.PodList
 		if err := h.apiGet("/api/v1/namespaces/default/pods?labelSelector=app%3D"+app, &l); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range l.Items {
-			pods = append(pods, pod{p.Name, p.Spec.NodeName, p.Status.PodIP, app, string(p.UID)})
+			pods = append(pods, bedPod{p.Name, p.Spec.NodeName, p.Status.PodIP, app, string(p.UID)})
 			ip, err := netip.ParseAddr(p.Status.PodIP)
 			if err != nil || !podCIDR[p.Spec.NodeName].Contains(ip) {
 				t.Errorf("pod %s on %s: podIP %q, want an address of the node's podCIDR %s", p.Name, p.Spec.NodeName, p.Status.PodIP, podCIDR[p.Spec.NodeName])
@@ -221,6 +356,24 @@ func TestNetnsPodNetwork(t *testing.T) {
 		seen[p.ip] = true
 	}
 
+	return &podNetBed{h: h, dir: dir, start: start, nodeNS: nodeNS, nodeIP: nodeIP, podCIDR: podCIDR, pods: pods}
+}
+
+// TestNetnsPodNetwork runs orca-server and two orca-agents with the pod
+// network (CNI bridge, node IPAM, host-gw routes, the service proxy on
+// ClusterIPs) on three "machines" made of network namespaces, runs WASM
+// and container pods on both nodes, and checks Kubernetes' network model:
+// every pod has an IP from its node's podCIDR and is reached at
+// podIP:containerPort from every node and from a container pod on the
+// other node, Endpoints show the manifest's ports, and ClusterIPs work
+// from every node and from inside a container pod, and the cluster DNS
+// answers a container pod. The Service checks of services_test.go then
+// run on the same bed as subtests: NodePorts from every host, headless
+// DNS, UDP flows following endpoint changes, readiness, ClientIP
+// affinity and terminating endpoints.
+func TestNetnsPodNetwork(t *testing.T) {
+	b := startPodNetBed(t)
+	h, start, pods := b.h, b.start, b.pods
 	// Endpoints publish podIP:targetPort with the manifest's port (8080).
 	storetest.Eventually(t, 20*time.Second, func() error {
 		for _, app := range []string{"hello-wasm", "hello-container"} {
@@ -254,13 +407,7 @@ func TestNetnsPodNetwork(t *testing.T) {
 	// Every pod answers on podIP:containerPort from both nodes (one of
 	// them across the host-gw route), and from inside a container pod on
 	// each node: container to container, container to WASM, across hosts.
-	var from []string // network namespaces: the hosts, then one container pod per node
-	from = append(from, h.n1, h.n2)
-	for _, p := range pods {
-		if p.app == "hello-container" {
-			from = append(from, filepath.Join(dir, p.node, "podnet", "netns", p.uid))
-		}
-	}
+	from := b.from()
 	for _, ns := range from {
 		if _, err := os.Stat(nsPath(ns)); err != nil {
 			t.Fatalf("network namespace of %s: %v", ns, err)
@@ -283,7 +430,7 @@ func TestNetnsPodNetwork(t *testing.T) {
 	t.Logf("pod-to-pod by IP from %d namespaces after %v", len(from), time.Since(start).Round(time.Millisecond))
 	// No NAT between pods: each container pod logged the requests of the
 	// container pod on the other node from that pod's own address.
-	var containers []pod
+	var containers []bedPod
 	for _, p := range pods {
 		if p.app == "hello-container" {
 			containers = append(containers, p)
@@ -337,11 +484,7 @@ func TestNetnsPodNetwork(t *testing.T) {
 		if p.app != "hello-container" {
 			continue
 		}
-		netns := filepath.Join(dir, p.node, "podnet", "netns", p.uid)
-		dial := dialIn(netns)
-		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dial(ctx, network, net.JoinHostPort(nodeIP[p.node], "53"))
-		}}
+		r := b.resolver(p)
 		storetest.Eventually(t, 10*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
@@ -357,4 +500,22 @@ func TestNetnsPodNetwork(t *testing.T) {
 		})
 	}
 	t.Logf("cluster DNS from the container pods after %v", time.Since(start).Round(time.Millisecond))
+
+	// The Service checks, in this order: the last deletes a pod.
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"NodePort", b.checkNodePorts},
+		{"HeadlessDNS", b.checkHeadlessDNS},
+		{"UDPFollowsEndpoints", b.checkUDPFollowsEndpoints},
+		{"ReadinessRemovesEndpoint", b.checkReadiness},
+		{"SessionAffinity", b.checkSessionAffinity},
+		{"TerminatingDrains", b.checkTerminatingDrains},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(t)
+			t.Logf("%s done after %v", c.name, time.Since(start).Round(time.Millisecond))
+		})
+	}
 }
