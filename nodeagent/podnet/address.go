@@ -87,11 +87,16 @@ func (n *Network) setupAddress(ctx context.Context, p Pod) (net.IP, error) {
 	rt := n.addressRuntimeConf(p)
 	if res, err := n.cni.GetNetworkCachedResult(n.addrConf, rt); err == nil && res != nil {
 		if sb, err := sandboxOf("", res); err == nil {
-			if ip := net.ParseIP(sb.IP); n.cidr.Contains(ip) {
+			ip := net.ParseIP(sb.IP)
+			if n.cidr.Contains(ip) {
 				if err := n.addAddress(ip); err != nil {
 					return nil, err
 				}
 				return ip, nil
+			}
+			// A lease of another pod CIDR: its address goes too.
+			if err := n.delAddress(ip); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -259,8 +264,11 @@ func (n *Network) leases() map[string]lease {
 	return out
 }
 
-// syncAddresses removes from the address link every address of the pod
-// CIDR that no address lease holds (the pod went while no agent ran).
+// syncAddresses removes from the address link every address of the
+// network's owned ranges (the pod CIDR, the cluster CIDR, the previous
+// pod CIDR) that no address lease holds: the pod went while no agent ran,
+// or the agent was killed between its pods' teardown and the release.
+// Addresses outside those ranges are never touched.
 func (n *Network) syncAddresses() error {
 	l, err := netlink.LinkByName(n.cfg.AddressLink)
 	if err != nil {
@@ -273,7 +281,7 @@ func (n *Network) syncAddresses() error {
 	leases := n.leases()
 	var errs []error
 	for _, a := range addrs {
-		if !n.cidr.Contains(a.IP) {
+		if !n.owns(a.IP) || !isHostPrefix(a.IPNet) {
 			continue
 		}
 		if l, ok := leases[a.IP.String()]; ok && l.ifName == AddressIfName {
@@ -286,4 +294,90 @@ func (n *Network) syncAddresses() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// podCIDRFile, under StateDir, records the pod CIDR the network last ran
+// on, so that a start on another one knows which addresses were its own.
+const podCIDRFile = "podcidr"
+
+// ownedRanges returns the pod CIDR, Config.ClusterCIDR when it parses,
+// and the pod CIDR recorded in StateDir by the previous New when it
+// differs.
+func (n *Network) ownedRanges() []*net.IPNet {
+	out := []*net.IPNet{n.cidr}
+	if _, c, err := net.ParseCIDR(n.cfg.ClusterCIDR); err == nil && c.IP.To4() != nil {
+		out = append(out, c)
+	}
+	if b, err := os.ReadFile(filepath.Join(n.cfg.StateDir, podCIDRFile)); err == nil {
+		if prev, err := ParsePodCIDR(strings.TrimSpace(string(b))); err == nil && prev.String() != n.cidr.String() {
+			out = append(out, prev)
+		}
+	}
+	return out
+}
+
+// owns reports whether ip is in one of the network's owned ranges.
+func (n *Network) owns(ip net.IP) bool {
+	for _, r := range n.owned {
+		if r.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHostPrefix(a *net.IPNet) bool {
+	ones, bits := a.Mask.Size()
+	return ones == bits
+}
+
+// reconcileLinks makes the bridge and the address link hold only what
+// this network wants, as New finds them (left by a previous agent,
+// perhaps killed, perhaps on another pod CIDR):
+//
+//   - On the bridge, every IPv4 address in the owned ranges but the
+//     gateway of the pod CIDR (its first address, with the CIDR's
+//     prefix: "10.42.1.1/24") is removed. The bridge plugin refuses a
+//     bridge with another IPv4 address ("already has an IP address
+//     different from"), so without this no container pod starts after
+//     the node's pod CIDR changed. The gateway itself is left for the
+//     plugin to add with the first pod.
+//   - On the address link, host addresses in the owned ranges that no
+//     address lease holds are removed (syncAddresses); those whose lease
+//     belongs to a pod that is gone go with the agent's sandbox GC.
+//
+// Addresses outside the owned ranges, and other interfaces, are never
+// touched. A missing link is no error.
+func (n *Network) reconcileLinks() error {
+	var errs []error
+	if l, err := netlink.LinkByName(n.cfg.Bridge); err == nil {
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list addresses of %s: %w", n.cfg.Bridge, err))
+		}
+		gw := n.gateway()
+		for _, a := range addrs {
+			if a.IPNet.String() == gw.String() || !n.owns(a.IP) {
+				continue
+			}
+			if err := netlink.AddrDel(l, &netlink.Addr{IPNet: a.IPNet}); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+				errs = append(errs, fmt.Errorf("remove %s from %s: %w", a.IPNet, n.cfg.Bridge, err))
+				continue
+			}
+			n.log.Info("removed a bridge address of another pod CIDR", "address", a.IPNet.String(), "bridge", n.cfg.Bridge, "podCIDR", n.cidr.String())
+		}
+	}
+	if err := n.syncAddresses(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// gateway is the bridge's address of the pod CIDR, as the bridge plugin
+// sets it (host-local's default gateway: the subnet's first address).
+func (n *Network) gateway() *net.IPNet {
+	ip := make(net.IP, 4)
+	copy(ip, n.cidr.IP.To4())
+	ip[3]++
+	return &net.IPNet{IP: ip, Mask: n.cidr.Mask}
 }

@@ -125,6 +125,11 @@ type Network struct {
 	locks    keymutex.KeyMutex // by pod UID, hashed over 256 locks: unrelated pods rarely wait on each other
 	nsDir    string
 	ipmasq   bool
+	// owned are the IPv4 ranges whose addresses on the bridge and the
+	// address link are orca's to remove when stale: the pod CIDR,
+	// Config.ClusterCIDR and the pod CIDR the state directory last
+	// recorded (ownedRanges).
+	owned []*net.IPNet
 }
 
 // Pod names the pod a sandbox is for.
@@ -206,6 +211,15 @@ func New(cfg Config) (*Network, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("pod network: %w", err)
 		}
+	}
+	n.owned = n.ownedRanges()
+	// What a previous agent left (killed, or on another pod CIDR): the
+	// bridge's old gateway address and addresses of pods no lease holds.
+	if err := n.reconcileLinks(); err != nil {
+		n.log.Warn("pod network: stale addresses of an earlier run not removed", "err", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, podCIDRFile), []byte(cidr.String()+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("pod network: %w", err)
 	}
 	conf, err := n.conflist()
 	if err != nil {
@@ -350,9 +364,12 @@ func (n *Network) setup(ctx context.Context, p Pod) (Sandbox, error) {
 		if res, err := n.cni.GetNetworkListCachedResult(n.list, rt); err == nil && res != nil {
 			cerr := n.cni.CheckNetworkList(ctx, n.list, rt)
 			if cerr == nil {
-				if sb, err := sandboxOf(path, res); err == nil {
+				sb, err := sandboxOf(path, res)
+				if err == nil && n.cidr.Contains(net.ParseIP(sb.IP)) {
 					return sb, nil
 				}
+				// An address of another pod CIDR (the node's changed).
+				cerr = fmt.Errorf("address %s not in pod CIDR %s (%v)", sb.IP, n.cidr, err)
 			}
 			n.log.Warn("pod sandbox failed its check; setting its network up again", "pod", p.Namespace+"/"+p.Name, "uid", p.UID, "err", cerr)
 		}
