@@ -19,8 +19,9 @@ package apiserver
 // Pods: the port is a number, a containerPort name, or, omitted, the
 // pod's first containerPort (80 when it declares none). Services: the
 // port is the Service port's number or name (omitted: its unnamed port);
-// the target is a ready address of the Service's Endpoints and that
-// subset's port, picked at random as kube-apiserver does; 503
+// the target is an endpoint of the Service's EndpointSlices (label
+// kubernetes.io/service-name) that is ready and not terminating, with the
+// slice's port of that name, picked at random as kube-apiserver does; 503
 // ServiceUnavailable "no endpoints available for service \"x\"" when
 // there is none, "no service port N found for service \"x\"" for a port
 // the Service lacks. Missing pods and services are 404, malformed names
@@ -58,9 +59,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/utils/ptr"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -234,7 +238,7 @@ func (s *Server) podProxyTarget(ctx context.Context, pp proxyPath) (string, prox
 }
 
 // podTarget is the target port of pod at ip (its status.podIP or an
-// Endpoints address), reached at agentPort through its agent.
+// endpoint address), reached at agentPort through its agent.
 func podTarget(pod *corev1.Pod, ip string, port, agentPort int32) (proxyTarget, error) {
 	if p := pod.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
 		return proxyTarget{}, apierrors.NewServiceUnavailable(fmt.Sprintf("pod %s/%s is %s", pod.Namespace, pod.Name, p))
@@ -290,74 +294,108 @@ func (s *Server) serviceProxyTarget(ctx context.Context, pp proxyPath) (string, 
 		}
 	}
 	noEndpoints := apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
-	obj, err = s.st.Get(ctx, store.Endpoints, pp.namespace, name)
-	if apierrors.IsNotFound(err) {
-		return "", proxyTarget{}, noEndpoints
-	}
+	page, err := s.st.ListPage(ctx, store.EndpointSlices, pp.namespace, store.ListPageOptions{
+		Labels: labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name}), // the index
+		Match:  func(o store.Object) bool { return o.GetLabels()[discoveryv1.LabelServiceName] == name }})
 	if err != nil {
 		return "", proxyTarget{}, err
 	}
-	eps := obj.(*corev1.Endpoints)
-	if len(eps.Subsets) == 0 {
+	cands := readyEndpoints(page.Items, portStr)
+	if len(cands) == 0 {
 		return "", proxyTarget{}, noEndpoints
 	}
-	seed := rand.IntN(len(eps.Subsets))
-	for i := range eps.Subsets {
-		ss := &eps.Subsets[(seed+i)%len(eps.Subsets)]
-		if len(ss.Addresses) == 0 {
-			continue
-		}
-		for _, ep := range ss.Ports {
-			if ep.Name != portStr {
-				continue
-			}
-			aseed := rand.IntN(len(ss.Addresses))
-			for j := range ss.Addresses {
-				addr := ss.Addresses[(aseed+j)%len(ss.Addresses)]
-				t, ok := s.endpointTarget(ctx, pp.namespace, addr, ep.Port, svcPort)
-				if ok {
-					return scheme, t, nil
-				}
-			}
+	seed := rand.IntN(len(cands))
+	for i := range cands {
+		c := cands[(seed+i)%len(cands)]
+		if t, ok := s.endpointTarget(ctx, pp.namespace, c.ip, c.targetRef, c.port, svcPort); ok {
+			return scheme, t, nil
 		}
 	}
 	return "", proxyTarget{}, noEndpoints
 }
 
-// endpointTarget is one Endpoints address: a pod's (targetRef), reached
+// sliceEndpoint is one address of an EndpointSlice that may serve a
+// services/proxy request, with the slice's port of the request's name.
+type sliceEndpoint struct {
+	ip        string
+	port      int32
+	targetRef *corev1.ObjectReference
+}
+
+// readyEndpoints returns the endpoints of a Service's EndpointSlices
+// (objs, *discoveryv1.EndpointSlice) that a services/proxy request of
+// Service port portName ("" for the unnamed port) may go to: IPv4 or
+// IPv6 slices with a port of that name, endpoints ready (a nil ready
+// counts as ready, as the EndpointSlice API says consumers must read it)
+// and not terminating, first address of each. An IP listed by several
+// slices (a slice being replaced) comes once.
+func readyEndpoints(objs []store.Object, portName string) []sliceEndpoint {
+	var out []sliceEndpoint
+	seen := map[string]bool{}
+	for _, o := range objs {
+		sl, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok || (sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6) {
+			continue
+		}
+		port := int32(0)
+		for _, p := range sl.Ports {
+			if p.Port != nil && *p.Port > 0 && ptr.Deref(p.Name, "") == portName {
+				port = *p.Port
+				break
+			}
+		}
+		if port == 0 {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			if len(ep.Addresses) == 0 || !ptr.Deref(ep.Conditions.Ready, true) || ptr.Deref(ep.Conditions.Terminating, false) {
+				continue
+			}
+			k := net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(port)))
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, sliceEndpoint{ip: ep.Addresses[0], port: port, targetRef: ep.TargetRef})
+		}
+	}
+	return out
+}
+
+// endpointTarget is one endpoint address ip: a pod's (targetRef), reached
 // directly or through its agent, or another address, dialled directly.
 // An address whose pod is gone or no longer has that IP is skipped (as
 // kube-apiserver's isValidAddress).
-func (s *Server) endpointTarget(ctx context.Context, ns string, addr corev1.EndpointAddress, port int32, svcPort *corev1.ServicePort) (proxyTarget, bool) {
-	if addr.TargetRef == nil || addr.TargetRef.Kind != "Pod" {
-		return proxyTarget{host: addr.IP, port: port, direct: true}, addr.IP != ""
+func (s *Server) endpointTarget(ctx context.Context, ns, ip string, ref *corev1.ObjectReference, port int32, svcPort *corev1.ServicePort) (proxyTarget, bool) {
+	if ref == nil || ref.Kind != "Pod" {
+		return proxyTarget{host: ip, port: port, direct: true}, ip != ""
 	}
-	pns := addr.TargetRef.Namespace
+	pns := ref.Namespace
 	if pns == "" {
 		pns = ns
 	}
-	obj, err := s.st.Get(ctx, store.Pods, pns, addr.TargetRef.Name)
+	obj, err := s.st.Get(ctx, store.Pods, pns, ref.Name)
 	if err != nil {
 		return proxyTarget{}, false
 	}
 	pod := obj.(*corev1.Pod)
-	known := pod.Status.PodIP == addr.IP || pod.Status.HostIP == addr.IP
-	for _, ip := range pod.Status.PodIPs {
-		known = known || ip.IP == addr.IP
+	known := pod.Status.PodIP == ip || pod.Status.HostIP == ip
+	for _, pip := range pod.Status.PodIPs {
+		known = known || pip.IP == ip
 	}
 	if !known {
 		return proxyTarget{}, false
 	}
 	// The agent dials a port of the pod: the endpoint's port when the pod
 	// declares it, else the Service's targetPort resolved on the pod
-	// (Endpoints may publish a host port).
+	// (an endpoint may publish a host port).
 	agentPort := port
 	if !declaresPort(pod, port) && svcPort != nil {
 		if p, ok := resolveTargetPort(pod, svcPort); ok {
 			agentPort = p
 		}
 	}
-	t, err := podTarget(pod, addr.IP, port, agentPort)
+	t, err := podTarget(pod, ip, port, agentPort)
 	return t, err == nil
 }
 

@@ -12,17 +12,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	gwebsocket "github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
+	"github.com/orca-edge/orca/controlplane/controllers/endpointslice"
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
@@ -35,14 +39,14 @@ import (
 
 const proxyNode = "edge-p"
 
-// newProxyEnv is an apiserver, the nodepods and endpoints controllers
-// and one node agent with the wazero runtime and the hello-wasm guest.
+// newProxyEnv is an apiserver, the nodepods, endpoints and
+// endpointslice controllers and one node agent with the wazero runtime and the hello-wasm guest.
 func newProxyEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var infs []*store.Informer
-	for _, r := range []store.Resource{store.Pods, store.Services, store.Endpoints} {
+	for _, r := range []store.Resource{store.Pods, store.Services, store.Endpoints, store.EndpointSlices} {
 		inf := store.NewInformer(e.st, r)
 		go inf.Run(ctx)
 		infs = append(infs, inf)
@@ -52,11 +56,13 @@ func newProxyEnv(t *testing.T) *env {
 			t.Fatal("informer did not sync")
 		}
 	}
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	ep := endpoints.New(e.st, e.srv.reg, infs[1], infs[0], infs[2])
+	eps := endpointslice.New(e.st, e.srv.reg, infs[1], infs[0], infs[2], infs[3])
 	go func() { nodepods.New(e.st, infs[0]).Run(ctx, 1); done <- struct{}{} }()
 	go func() { ep.Run(ctx, 1); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	go func() { eps.Run(ctx, 1); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done; <-done })
 
 	dir := t.TempDir()
 	guests, err := wasmtest.BuildGuests(dir)
@@ -139,15 +145,15 @@ func TestProxySubresources(t *testing.T) {
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "nothing"}, Ports: []corev1.ServicePort{{Port: 80}}}}
 	e.must(201, "POST", "/api/v1/namespaces/default/services", "application/json", empty, nil)
 
-	// The pod runs (the guest compiles first) and is the Service's endpoint.
+	// The pod runs (the guest compiles first) and is the Service's ready
+	// endpoint in its EndpointSlice.
 	storetest.Eventually(t, 3*time.Minute, func() error {
-		obj, err := e.st.Get(context.Background(), store.Endpoints, "default", "web")
+		objs, _, err := e.st.List(context.Background(), store.EndpointSlices, "default")
 		if err != nil {
 			return err
 		}
-		eps := obj.(*corev1.Endpoints)
-		if len(eps.Subsets) == 0 || len(eps.Subsets[0].Addresses) == 0 {
-			return fmt.Errorf("endpoints %+v", eps.Subsets)
+		if n := len(readyEndpoints(objs, "web")); n != 1 {
+			return fmt.Errorf("%d ready endpoints of port web in %d slices", n, len(objs))
 		}
 		return nil
 	})
@@ -395,11 +401,12 @@ func TestProxyDirect(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: "default"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(int32(port))}}}}
 	e.must(201, "POST", "/api/v1/namespaces/default/services", "application/json", svc, nil)
-	eps := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: "default"},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: "127.0.0.2", TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "own-ip"}}},
-			Ports:     []corev1.EndpointPort{{Port: int32(port)}}}}}
-	e.must(201, "POST", "/api/v1/namespaces/default/endpoints", "application/json", eps, nil)
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "own-1", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "own"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "own-ip"}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To(int32(port))}}}
+	e.must(201, "POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", "application/json", sl, nil)
 	code, b = e.do("PATCH", "/api/v1/namespaces/default/services/own/proxy/p?q=1", "application/json", "{}")
 	if code != 200 || string(b) != "PATCH /p query=q=1 body={}\nsecond chunk\n" {
 		t.Errorf("PATCH services/own/proxy/p: %d %q", code, b)
@@ -415,5 +422,84 @@ func TestProxyDirect(t *testing.T) {
 	code, b = e.do("GET", fmt.Sprintf("/api/v1/namespaces/default/pods/own-ip:%d/proxy/", port), "", nil)
 	if code != 503 || !strings.Contains(string(b), "far-away") {
 		t.Errorf("an unreachable pod: %d %s", code, b)
+	}
+}
+
+// services/proxy goes only to an endpoint of the Service's EndpointSlices
+// that is ready and not terminating, with the slice's port of the asked
+// name (as kube-proxy picks one): of five backends on loopback, one not
+// ready, one terminating (still serving), one in a slice of another port
+// name, one in a slice of another Service, only the ready one answers,
+// every time. When it becomes not ready (or terminating), 503 "no
+// endpoints available", though the others still listen.
+func TestServiceProxyReadyEndpoint(t *testing.T) {
+	e := newEnv(t)
+	serve := func(name string) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	backends := map[string]string{}
+	for _, n := range []string{"ready", "notready", "terminating", "otherport", "othersvc"} {
+		backends[n] = serve(n)
+	}
+	hostPort := func(n string) (string, int32) {
+		h, p, _ := net.SplitHostPort(backends[n])
+		pn, _ := strconv.Atoi(p)
+		return h, int32(pn)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pick", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}, {Name: "admin", Port: 81}}}}
+	e.must(201, "POST", "/api/v1/namespaces/default/services", "application/json", svc, nil)
+	// One slice per backend: each has its own port number.
+	slice := func(name, svcName, portName, backend string, cond discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
+		ip, port := hostPort(backend)
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: cond}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port)}}}
+	}
+	ready := discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}
+	for _, sl := range []*discoveryv1.EndpointSlice{
+		slice("pick-ready", "pick", "http", "ready", ready),
+		slice("pick-notready", "pick", "http", "notready", discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false)}),
+		slice("pick-terminating", "pick", "http", "terminating", discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}),
+		slice("pick-admin", "pick", "admin", "otherport", ready),
+		slice("other-ready", "other", "http", "othersvc", ready),
+	} {
+		e.must(201, "POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", "application/json", sl, nil)
+	}
+	got := map[string]int{}
+	for range 20 {
+		code, b := e.do("GET", "/api/v1/namespaces/default/services/pick:http/proxy/", "", nil)
+		got[fmt.Sprintf("%d %s", code, b)]++
+	}
+	if len(got) != 1 || got["200 ready"] != 20 {
+		t.Errorf("20 GETs of services/pick:http/proxy/: %v, want 20 answers of the ready endpoint", got)
+	}
+	// The other port name goes to its own slice's endpoint.
+	if code, b := e.do("GET", "/api/v1/namespaces/default/services/pick:81/proxy/", "", nil); code != 200 || string(b) != "otherport" {
+		t.Errorf("services/pick:81/proxy/: %d %q", code, b)
+	}
+
+	for _, cond := range []discoveryv1.EndpointConditions{
+		{Ready: ptr.To(false), Serving: ptr.To(false)},
+		{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(true)},
+	} {
+		var cur discoveryv1.EndpointSlice
+		e.must(200, "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/pick-ready", "", nil, &cur)
+		cur.Endpoints[0].Conditions = cond
+		e.must(200, "PUT", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/pick-ready", "application/json", &cur, nil)
+		code, b := e.do("GET", "/api/v1/namespaces/default/services/pick:http/proxy/", "", nil)
+		var st metav1.Status
+		_ = json.Unmarshal(b, &st)
+		if code != 503 || st.Reason != metav1.StatusReasonServiceUnavailable || st.Message != `no endpoints available for service "pick"` {
+			t.Errorf("ready %v, terminating %v: %d %q, want 503 no endpoints available", *cond.Ready, ptr.Deref(cond.Terminating, false), code, b)
+		}
 	}
 }
