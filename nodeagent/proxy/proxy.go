@@ -122,6 +122,11 @@ type Config struct {
 	// are left in place when the proxy stops: other agents of the host
 	// may serve them (see the package doc).
 	ServiceInterface string
+	// ServiceCIDRs are the ranges ClusterIPs come from (orca-server's
+	// --service-cidr, "10.43.0.0/16"): at start, only host addresses
+	// inside them are removed from ServiceInterface when no Service has
+	// them. Empty: every host address (/32, /128) on it.
+	ServiceCIDRs []string
 	// NodeName is this node's name, against which the Local traffic
 	// policies match endpoints' nodeName. "": the policies are ignored
 	// (every endpoint counts as local).
@@ -251,6 +256,9 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
+	if _, err := parseCIDRs(cfg.ServiceCIDRs); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	return &Proxy{
 		m:         m,
 		cfg:       cfg,
@@ -346,16 +354,13 @@ func (p *Proxy) startServiceInterface() {
 			want[net.ParseIP(ip).String()] = true
 		}
 	}
-	have, err := a.list()
+	cidrs, _ := parseCIDRs(p.cfg.ServiceCIDRs) // checked by New
+	removed, err := a.prune(want, cidrs)
+	if len(removed) > 0 {
+		p.log.Info("service interface: removed ClusterIPs no Service has", "interface", p.cfg.ServiceInterface, "addresses", removed)
+	}
 	if err != nil {
 		p.log.Warn("service interface: stale addresses not removed", "err", err)
-	}
-	for _, ip := range have {
-		if !want[ip] {
-			if err := a.remove(ip); err != nil {
-				p.log.Warn("service interface: stale address not removed", "err", err)
-			}
-		}
 	}
 	p.mu.Lock()
 	p.addrs = a

@@ -1,6 +1,9 @@
 package proxy
 
-import "net"
+import (
+	"fmt"
+	"net"
+)
 
 // ServiceInterface is the dummy interface the agent puts ClusterIPs on by
 // default (orca-agent --proxy-service-interface).
@@ -12,4 +15,17 @@ const ServiceInterface = "orca-svc0"
 func needsAddr(ip string) bool {
 	a := net.ParseIP(ip)
 	return a != nil && !a.IsLoopback() && !a.IsUnspecified()
+}
+
+// parseCIDRs parses Config.ServiceCIDRs.
+func parseCIDRs(cidrs []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, c := range cidrs {
+		_, n, err := net.ParseCIDR(c)
+		if err != nil {
+			return nil, fmt.Errorf("service CIDR %q: %w", c, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -91,20 +91,43 @@ func (s *svcAddrs) remove(ip string) error {
 	return nil
 }
 
-// list returns the addresses on the link.
-func (s *svcAddrs) list() ([]string, error) {
+// prune removes the addresses on the link that were the proxy's and that
+// no Service has any more (want, in net.IP.String form): host addresses
+// (/32, /128, what add puts there) inside one of within (the service
+// CIDRs; none: every range), as kube-proxy's ipvs mode cleans its
+// kube-ipvs0 dummy. Other addresses (link-local, a subnet an
+// administrator put there) are left. It returns the removed ones.
+func (s *svcAddrs) prune(want map[string]bool, within []*net.IPNet) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	as, err := netlink.AddrList(s.link, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("service interface %s: list addresses: %w", s.name, err)
 	}
-	var out []string
+	var removed []string
+	var errs []error
 	for _, a := range as {
-		if a.IP.IsLinkLocalUnicast() {
+		ip := a.IP.String()
+		if ones, bits := a.Mask.Size(); ones != bits || a.IP.IsLinkLocalUnicast() || want[ip] || !inAny(a.IP, within) {
 			continue
 		}
-		out = append(out, a.IP.String())
+		if err := netlink.AddrDel(s.link, hostAddr(a.IP)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			errs = append(errs, fmt.Errorf("service interface %s: remove %s: %w", s.name, ip, err))
+			continue
+		}
+		removed = append(removed, ip)
 	}
-	return out, nil
+	return removed, errors.Join(errs...)
+}
+
+func inAny(ip net.IP, nets []*net.IPNet) bool {
+	if len(nets) == 0 {
+		return true
+	}
+	for _, n := range nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }

@@ -66,7 +66,9 @@ func linkAddrs(t *testing.T, name string) []string {
 // of the test's own (a dummy link "orcasvc<hex>", ClusterIPs from
 // 198.18.0.0/15, the benchmarking range no site routes) and reaches a
 // ClusterIP from the node and from a pod-like network namespace whose
-// default route points at the node over a veth.
+// default route points at the node over a veth. At start the proxy
+// removes the stale ClusterIP of an earlier run and leaves the addresses
+// it did not add.
 func TestClusterIPsOnServiceInterface(t *testing.T) {
 	requireRoot(t)
 	rnd := make([]byte, 3)
@@ -81,11 +83,16 @@ func TestClusterIPsOnServiceInterface(t *testing.T) {
 	})
 	clusterIP := fmt.Sprintf("198.18.%d.%d", rnd[0], 1+rnd[1]%200)
 	stale := fmt.Sprintf("198.18.%d.%d", rnd[0], 201+rnd[1]%50)
-	// An address left by an earlier run, which no Service has.
+	// An address left by an earlier run, which no Service has, and two
+	// the proxy did not add: a host address outside the service CIDR and
+	// a subnet inside it. Only the first goes.
 	if err := newSvcAddrs(link).ensureLink(); err != nil {
 		t.Fatal(err)
 	}
+	foreign, subnet := fmt.Sprintf("192.0.2.%d/32", 1+rnd[2]%250), fmt.Sprintf("198.18.%d.0/30", 1+rnd[0]%250)
 	run(t, "ip", "addr", "add", stale+"/32", "dev", link)
+	run(t, "ip", "addr", "add", foreign, "dev", link)
+	run(t, "ip", "addr", "add", subnet, "dev", link)
 
 	s := storetest.NewStore(t)
 	ip, port := backend(t, "web")
@@ -98,12 +105,14 @@ func TestClusterIPsOnServiceInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	setSlice(t, s, "web", "p", corev1.ProtocolTCP, readyEP(backendAddr{ip, port}))
-	runProxy(t, Config{Store: s, BindClusterIPs: true, ServiceInterface: link})
+	runProxy(t, Config{Store: s, BindClusterIPs: true, ServiceInterface: link, ServiceCIDRs: []string{"198.18.0.0/15"}})
 
 	addr := net.JoinHostPort(clusterIP, strconv.Itoa(int(svcPort)))
 	storetest.Eventually(t, 5*time.Second, func() error {
-		if got := linkAddrs(t, link); !slices.Equal(got, []string{clusterIP + "/32"}) {
-			return fmt.Errorf("addresses on %s: %v, want only %s/32", link, got, clusterIP)
+		want := []string{clusterIP + "/32", foreign, subnet}
+		slices.Sort(want)
+		if got := linkAddrs(t, link); !slices.Equal(got, want) {
+			return fmt.Errorf("addresses on %s: %v, want %v", link, got, want)
 		}
 		return onlyFrom(addr, "web", 1)
 	})
@@ -132,8 +141,10 @@ func TestClusterIPsOnServiceInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Eventually(t, 5*time.Second, func() error {
-		if got := linkAddrs(t, link); len(got) != 0 {
-			return fmt.Errorf("addresses on %s after the Service went: %v", link, got)
+		want := []string{foreign, subnet}
+		slices.Sort(want)
+		if got := linkAddrs(t, link); !slices.Equal(got, want) {
+			return fmt.Errorf("addresses on %s after the Service went: %v, want %v", link, got, want)
 		}
 		return nil
 	})
