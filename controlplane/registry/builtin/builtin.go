@@ -1,6 +1,6 @@
 // Package builtin assembles the kinds orca serves from its store
 // resources: the core, apps, batch, autoscaling, coordination, node, discovery,
-// apiextensions, policy, rbac.authorization.k8s.io, authentication.k8s.io and certificates.k8s.io groups, in
+// apiextensions, policy, rbac.authorization.k8s.io, authentication.k8s.io, certificates.k8s.io and storage.k8s.io groups, in
 // discovery order. Kinds added at run time (CustomResourceDefinitions)
 // are added to the registry New returns.
 package builtin
@@ -19,13 +19,14 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/node"
 	"github.com/orca-edge/orca/controlplane/registry/policy"
 	"github.com/orca-edge/orca/controlplane/registry/rbac"
+	"github.com/orca-edge/orca/controlplane/registry/storage"
 )
 
 // Kinds returns every built-in kind, in discovery order. A new group's
 // Kinds() is appended here.
 func Kinds() []registry.Kind {
 	var out []registry.Kind
-	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), batch.Kinds(), autoscaling.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds(), policy.Kinds(), rbac.Kinds(), authentication.Kinds(), certificates.Kinds()} {
+	for _, group := range [][]registry.Kind{core.Kinds(), apps.Kinds(), batch.Kinds(), autoscaling.Kinds(), coordination.Kinds(), node.Kinds(), discovery.Kinds(), apiextensions.Kinds(), policy.Kinds(), rbac.Kinds(), authentication.Kinds(), certificates.Kinds(), storage.Kinds()} {
 		out = append(out, group...)
 	}
 	return out
