@@ -64,8 +64,10 @@ func Require(t testing.TB) {
 // kills and deletes every task and container of every namespace, stops the
 // daemon, kills what a daemon thrown away by the test left (shims and
 // their containers, found from the bundles under its state directory),
-// unmounts whatever is still mounted under its directory and removes the
-// cgroups under CgroupParent.
+// then any process still in the cgroups under CgroupParent and any shim
+// still serving the daemon's socket (one whose Shutdown timed out, its
+// bundle deleted anyway), unmounts whatever is still mounted under its
+// directory and removes the cgroups under CgroupParent.
 func Start(t testing.TB) *Daemon {
 	t.Helper()
 	Require(t)
@@ -126,6 +128,21 @@ func (d *Daemon) cleanup(t testing.TB) {
 		d.Stop()
 	}
 	for _, what := range killLeftovers(filepath.Join(dir, "state")) {
+		t.Logf("containerdtest: %s", what)
+	}
+	// killLeftovers finds shims by their bundle's shim.pid, which only the
+	// runc v1 shim writes: a runc v2 shim (the runtime's default) left
+	// with a task the daemon did not delete (one started while the
+	// cleanup ran) waits for its daemon forever. A shim may also outlive
+	// its bundle: containerd deletes it even when the shim did not answer
+	// its Shutdown within 3 s (io.containerd.timeout.shim.shutdown, "the
+	// shim might be leaked"). So the processes are also found by what they
+	// belong to: the containers by the daemon's cgroups, the shims by the
+	// socket their command line names.
+	for _, what := range killCgroupProcs(d.CgroupParent) {
+		t.Logf("containerdtest: %s", what)
+	}
+	for _, what := range killShimsOf(d.Address()) {
 		t.Logf("containerdtest: %s", what)
 	}
 	if err := unmountUnder(dir); err != nil {
@@ -207,6 +224,104 @@ func killLeftovers(state string) []string {
 	return did
 }
 
+// killShimsOf kills the shims still running for the daemon at address
+// (a socket path, or unix://path): the processes whose command line is
+// containerd-shim-* ... -address <that socket>. It waits for them to end
+// and returns what it did.
+func killShimsOf(address string) []string {
+	sock := strings.TrimPrefix(address, "unix://")
+	if sock == "" {
+		return nil
+	}
+	var did []string
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if !isShimOf(procArgs(pid), sock) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			pids = append(pids, pid)
+			did = append(did, fmt.Sprintf("killed shim pid %d of %s, still running after its daemon deleted its tasks", pid, sock))
+		}
+	}
+	for _, pid := range pids {
+		waitGone(pid, 10*time.Second)
+	}
+	return did
+}
+
+// isShimOf reports whether args (a command line) are those of a
+// containerd shim serving the daemon listening on sock.
+func isShimOf(args []string, sock string) bool {
+	if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+		return false
+	}
+	for i, a := range args {
+		switch {
+		case (a == "-address" || a == "--address") && i+1 < len(args):
+			if strings.TrimPrefix(args[i+1], "unix://") == sock {
+				return true
+			}
+		case strings.HasPrefix(a, "-address=") || strings.HasPrefix(a, "--address="):
+			_, v, _ := strings.Cut(a, "=")
+			if strings.TrimPrefix(v, "unix://") == sock {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// procArgs returns the command line of pid (nil when it is gone).
+func procArgs(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// killCgroupProcs kills the processes left in the cgroups under parent
+// (the containers of the daemon's runtimes), in every hierarchy, waits
+// for them to end and returns what it did.
+func killCgroupProcs(parent string) []string {
+	var did []string
+	var pids []int
+	seen := map[int]bool{} // a pid is in every hierarchy (cgroup v1)
+	for _, root := range cgroupRoots() {
+		filepath.WalkDir(filepath.Join(root, parent), func(path string, e os.DirEntry, err error) error {
+			if err != nil || !e.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			if err != nil {
+				return nil
+			}
+			for _, f := range strings.Fields(string(b)) {
+				pid, err := strconv.Atoi(f)
+				if err != nil || pid == os.Getpid() || seen[pid] || zombie(pid) {
+					continue // a zombie (killed already) waits for its shim
+				}
+				seen[pid] = true
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					pids = append(pids, pid)
+					did = append(did, fmt.Sprintf("killed pid %d left in cgroup %s", pid, path))
+				}
+			}
+			return nil
+		})
+	}
+	for _, pid := range pids {
+		waitGone(pid, 10*time.Second)
+	}
+	return did
+}
+
 func readPid(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -231,15 +346,23 @@ func cmdlineHas(pid int, s string) bool {
 func waitGone(pid int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil || zombie(pid) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// zombie reports whether pid has ended and waits for its parent.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command, which is in parentheses and may hold
+	// spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && strings.HasPrefix(string(b[i+1:]), " Z")
 }
 
 // unmountUnder detaches every mount point under dir, deepest first.
@@ -268,13 +391,7 @@ func unmountUnder(dir string) error {
 // removeCgroups removes the (empty) cgroup parent and the cgroups under
 // it from every hierarchy.
 func removeCgroups(parent string) {
-	roots := []string{"/sys/fs/cgroup"}
-	if ents, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
-		for _, e := range ents {
-			roots = append(roots, filepath.Join("/sys/fs/cgroup", e.Name()))
-		}
-	}
-	for _, root := range roots {
+	for _, root := range cgroupRoots() {
 		p := filepath.Join(root, parent)
 		if _, err := os.Stat(p); err != nil {
 			continue
@@ -290,4 +407,18 @@ func removeCgroups(parent string) {
 			os.Remove(dirs[i])
 		}
 	}
+}
+
+// cgroupRoots returns /sys/fs/cgroup and the hierarchies under it (cgroup
+// v1: one per controller).
+func cgroupRoots() []string {
+	roots := []string{"/sys/fs/cgroup"}
+	if ents, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				roots = append(roots, filepath.Join("/sys/fs/cgroup", e.Name()))
+			}
+		}
+	}
+	return roots
 }
