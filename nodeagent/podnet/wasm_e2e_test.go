@@ -33,7 +33,10 @@ import (
 // and RuntimeClass "wasm".
 //
 // newWazero (called again) closes the agent's wazero runtime and gives it
-// a new one, as an agent that restarts (its WASM tasks end with it).
+// a new one over the same data directory, as an agent that restarts (its
+// WASM tasks end with it; its compilation cache stays, so the restarted
+// agent does not compile the module again: on a loaded 2-core machine
+// that compile alone outlasted the test's minute).
 func newWasmCluster(t *testing.T) (c *cluster, newWazero func()) {
 	t.Helper()
 	containerdtest.Require(t)
@@ -44,12 +47,13 @@ func newWasmCluster(t *testing.T) (c *cluster, newWazero func()) {
 	}
 	var modules *wasm.ModuleStore
 	var wz *wazeroruntime.Runtime
+	wasmDir := filepath.Join(t.TempDir(), "wasm")
 	newWazero = func() {
 		if wz != nil {
 			wz.Close(context.Background())
 		}
 		var err error
-		wz, err = wazeroruntime.New(context.Background(), wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
+		wz, err = wazeroruntime.New(context.Background(), wazeroruntime.Config{DataDir: wasmDir, Modules: modules})
 		if err != nil {
 			t.Fatal(err)
 		}
