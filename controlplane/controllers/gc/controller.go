@@ -5,7 +5,10 @@
 //   - background propagation: an object whose every ownerReference points
 //     to an owner that no longer exists (checked in the owner's informer and
 //     confirmed with a read from the store, uid compared) is deleted; one
-//     with only some owners gone loses those references;
+//     with only some owners gone loses those references; one whose owner
+//     the store has but the owner's informer has not seen yet is checked
+//     again every 250 ms until the informer has (its deletion could
+//     otherwise go unreported);
 //   - orphan propagation: an owner being deleted with the finalizer
 //     "orphan" has its ownerReferences removed from its dependents, then
 //     the finalizer removed and, when none is left, is deleted;
