@@ -106,6 +106,10 @@ type Config struct {
 	// ProxyServiceInterface is the dummy interface the proxy puts
 	// ClusterIPs on (proxy.Config.ServiceInterface); "": none.
 	ProxyServiceInterface string
+	// ProxyServiceCIDRs are the ClusterIP ranges (proxy.Config.ServiceCIDRs):
+	// stale addresses are removed from the service interface only inside
+	// them. Empty: any host address on it.
+	ProxyServiceCIDRs []string
 	// NodePortAddress is the address NodePorts listen on. Default NodeIP.
 	NodePortAddress string
 	// PodNetwork is the pod network (nodeagent/podnet): each pod of the
@@ -329,7 +333,7 @@ func New(cfg Config) (*Agent, error) {
 	a.tokens = newTokenManager(cfg.API.CreateToken)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
-		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, Metrics: cfg.Metrics, Logger: a.log})
+		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, ServiceCIDRs: cfg.ProxyServiceCIDRs, Metrics: cfg.Metrics, Logger: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 		}

@@ -45,6 +45,7 @@ type options struct {
 	dataDir      string
 	proxy        bool
 	proxySvcIf   string
+	serviceCIDR  string
 	metricsAddr  string
 	nodePortAddr string
 	labels       []string
@@ -153,6 +154,7 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.proxy, "proxy", true, "run the L4 service proxy (ClusterIPs and NodePorts)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", defaultMetricsAddress, "host:port the agent serves Prometheus /metrics on (the proxy's orca_proxy_* per Service port), unauthenticated; \"\" or 0: off")
 	f.StringVar(&o.proxySvcIf, "proxy-service-interface", proxy.ServiceInterface, "dummy interface the proxy puts ClusterIPs on (needs CAP_NET_ADMIN; \"\": none, ClusterIPs reachable only when local, as a loopback --service-cidr)")
+	f.StringVar(&o.serviceCIDR, "service-cidr", "10.43.0.0/16", "the cluster's ClusterIP range (orca-server's --service-cidr): at start the proxy removes from --proxy-service-interface the addresses inside it that no Service has; \"\": any host address there")
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
@@ -280,7 +282,7 @@ func run(ctx context.Context, o options) error {
 		Store: st, API: nodeagent.NewRelayAPI(nc, o.nodeName), NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
-		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
+		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, ProxyServiceCIDRs: nonEmpty(o.serviceCIDR), Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 10 * time.Second,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
@@ -406,4 +408,12 @@ func agentHandlers(rts []runtimes.Runtime) []string {
 		out = append(out, r.Handler())
 	}
 	return out
+}
+
+// nonEmpty is []string{s}, or nil for "".
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
