@@ -111,6 +111,9 @@ type watchCache struct {
 	// transform turns a stored value into the encoded object (decryption
 	// at rest, see transform.go); nil: values are stored as they are.
 	transform func(key string, data []byte) ([]byte, error)
+	// intern makes the decoded objects share their repeated strings and
+	// equal small maps (see interner); only run uses it.
+	intern *interner
 
 	ready  chan struct{} // closed once the initial snapshot is loaded
 	done   chan struct{} // closed when the NATS watcher ended
@@ -132,7 +135,8 @@ type watchCache struct {
 func newWatchCache(r Resource, kv jetstream.KeyValue, filter string, capacity, budget int, bookmark time.Duration) *watchCache {
 	return &watchCache{
 		r: r, kv: kv, filter: filter, capacity: capacity, budget: budget, bookmark: bookmark,
-		ready: make(chan struct{}), done: make(chan struct{}),
+		intern: newInterner(),
+		ready:  make(chan struct{}), done: make(chan struct{}),
 		tree: btree.NewG(32, entryLess), labels: map[string]map[string]*entry{}, nodes: map[string]map[string]*entry{},
 		watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 	}
@@ -231,6 +235,9 @@ func (c *watchCache) apply(e jetstream.KeyValueEntry, record bool) {
 		var obj Object
 		if err == nil {
 			obj, err = Decode(c.r, data, rev)
+		}
+		if err == nil {
+			c.intern.object(obj)
 		}
 		if err != nil {
 			slog.Error("watch cache: skipping undecodable value", "bucket", c.r.Bucket(), "key", key, "revision", rev, "err", err)
