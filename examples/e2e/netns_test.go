@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/nodeagent/podnet/podnettest"
 )
 
 // nodeMonitorGrace is orca-server's --node-monitor-grace-period and
@@ -338,26 +340,50 @@ func tail(file string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// TestNetnsThreeHosts runs orca-server and two orca-agents as processes on
-// three "machines" (network namespaces on one bridge), deploys the
-// hello-wasm example with the orca CLI, checks the service proxies reach
-// the pods on both nodes through the nodes' real addresses, then kills one
-// agent and checks its node goes Unknown and traffic stays on the other.
-func TestNetnsThreeHosts(t *testing.T) {
+// requireNetns skips t in short mode, and unless it runs as root with
+// iproute2's ip; under CI (CI set), which runs as root with every tool,
+// their absence fails t instead.
+func requireNetns(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("short mode: this test starts processes in network namespaces")
 	}
 	if _, err := exec.LookPath("ip"); os.Geteuid() != 0 || err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("requires root and iproute2 (ip netns): euid %d, %v", os.Geteuid(), err)
+		}
 		t.Skip("requires root and iproute2 (ip netns)")
 	}
+}
+
+// TestNetnsThreeHosts runs orca-server and two orca-agents as processes on
+// three "machines" (network namespaces on one bridge), deploys the
+// hello-wasm example with the orca CLI, checks the service proxies reach
+// the pods on both nodes, then kills one agent and checks its node goes
+// Unknown and traffic stays on the other. It runs twice: with the agents'
+// pod network off (--pod-network=false, as on a node without the CNI
+// plugins: pods on their node's address, reached through host ports) and
+// on (pods on IPs of their node's podCIDR, routed host-gw).
+func TestNetnsThreeHosts(t *testing.T) {
+	requireNetns(t)
 	start := time.Now()
 	dir := t.TempDir()
-	cleanupUnder(t, dir)
-
 	// Build the binaries and the module first: nothing to clean up if that fails.
 	bin := buildHostBinaries(t, dir)
 	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
+	t.Run("NoPodNetwork", func(t *testing.T) { threeHosts(t, bin, filepath.Join(dir, "hello.wasm"), false) })
+	t.Run("PodNetwork", func(t *testing.T) {
+		podnettest.Require(t)
+		threeHosts(t, bin, filepath.Join(dir, "hello.wasm"), true)
+	})
+}
 
+// threeHosts is TestNetnsThreeHosts with the binaries of bin and the
+// hello-wasm module wasm, the agents' pod network on or off.
+func threeHosts(t *testing.T, bin, wasm string, podNetwork bool) {
+	start := time.Now()
+	dir := t.TempDir()
+	cleanupUnder(t, dir)
 	h := newHosts(t)
 	h.bin, h.logs = bin, filepath.Join(dir, "logs")
 	if err := os.MkdirAll(h.logs, 0o755); err != nil {
@@ -390,14 +416,12 @@ func TestNetnsThreeHosts(t *testing.T) {
 	for node, ns := range map[string]string{"n1": h.n1, "n2": h.n2} {
 		agents[node] = h.start(t, "orca-agent-"+node, ns, "orca-agent", append(slices.Clone(join),
 			"--node-name", node, "--node-ip", nodeIP[node], "--data-dir", filepath.Join(dir, node), "--proxy",
-			// The pods on their node's address, reached through node
-			// ports: the agent without a pod network (as without the CNI
-			// plugins), which this test checks across hosts.
-			"--pod-network=false",
+			fmt.Sprintf("--pod-network=%t", podNetwork),
 			"--heartbeat-interval", heartbeat.String())...)
 	}
 
 	// Both nodes register with their own address and are Ready.
+	podCIDR := map[string]netip.Prefix{}
 	storetest.Eventually(t, 20*time.Second, func() error {
 		for node, ip := range nodeIP {
 			var n corev1.Node
@@ -410,13 +434,18 @@ func TestNetnsThreeHosts(t *testing.T) {
 			if len(n.Status.Addresses) == 0 || n.Status.Addresses[0].Address != ip {
 				return fmt.Errorf("node %s addresses %v, want InternalIP %s", node, n.Status.Addresses, ip)
 			}
+			p, err := netip.ParsePrefix(n.Spec.PodCIDR)
+			if podNetwork && err != nil {
+				return fmt.Errorf("node %s podCIDR %q: %v", node, n.Spec.PodCIDR, err)
+			}
+			podCIDR[node] = p
 		}
 		return nil
 	})
 	t.Logf("nodes Ready after %v", time.Since(start).Round(time.Millisecond))
 
 	// Deploy the example with the CLI from n1, as a user on another machine would.
-	h.cli(t, h.n1, "wasm", "push", filepath.Join(dir, "hello.wasm"), "--name", "hello-wasm:v1")
+	h.cli(t, h.n1, "wasm", "push", wasm, "--name", "hello-wasm:v1")
 	h.cli(t, h.n1, "apply", "-f", filepath.Join(repoRoot(t), "examples", "hello-wasm", "app.yaml"))
 	h.cli(t, h.n1, "wait", "-l", "app=hello-wasm", "--count", "3", "--timeout", "3m") // each node compiles the module: 10-30 s of CPU on a busy 2-core machine
 	t.Logf("3 pods Ready after %v", time.Since(start).Round(time.Millisecond))
@@ -426,11 +455,16 @@ func TestNetnsThreeHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	onNode := map[string][]string{} // node -> pod names
+	podIP := map[string]string{}    // pod name -> IP
 	var all []string
 	for _, p := range pods.Items {
 		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], p.Name)
 		all = append(all, p.Name)
-		if want := nodeIP[p.Spec.NodeName]; p.Status.PodIP != want {
+		podIP[p.Name] = p.Status.PodIP
+		if ip, err := netip.ParseAddr(p.Status.PodIP); podNetwork && (err != nil || !podCIDR[p.Spec.NodeName].Contains(ip)) {
+			t.Errorf("pod %s on %s: podIP %q, want an address of the node's podCIDR %s", p.Name, p.Spec.NodeName, p.Status.PodIP, podCIDR[p.Spec.NodeName])
+		}
+		if want := nodeIP[p.Spec.NodeName]; !podNetwork && p.Status.PodIP != want {
 			t.Errorf("pod %s on %s: podIP %q, want the node's address %s", p.Name, p.Spec.NodeName, p.Status.PodIP, want)
 		}
 	}
@@ -438,7 +472,8 @@ func TestNetnsThreeHosts(t *testing.T) {
 		t.Fatalf("pods by node %v, want 3 spread over n1 and n2", onNode)
 	}
 
-	// Endpoints carry the nodes' real addresses.
+	// Endpoints carry the pods' IPs: with the pod network their own, else
+	// their nodes' real addresses.
 	storetest.Eventually(t, 10*time.Second, func() error {
 		var ep corev1.Endpoints
 		if err := h.apiGet("/api/v1/namespaces/default/endpoints/hello-wasm", &ep); err != nil {
@@ -448,7 +483,10 @@ func TestNetnsThreeHosts(t *testing.T) {
 		for _, s := range ep.Subsets {
 			for _, a := range s.Addresses {
 				n++
-				if a.NodeName == nil || a.IP != nodeIP[*a.NodeName] {
+				if podNetwork && a.IP != podIP[podOf(a)] {
+					return fmt.Errorf("endpoint address %+v: want its pod's IP (%v)", a, podIP)
+				}
+				if !podNetwork && (a.NodeName == nil || a.IP != nodeIP[*a.NodeName]) {
 					return fmt.Errorf("endpoint address %+v: want its node's address (n1 %s, n2 %s)", a, n1IP, n2IP)
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/nodeagent/podnet/podnettest"
 	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
 )
 
@@ -213,12 +214,8 @@ func (b *podNetBed) podsOf(app string) []bedPod {
 // as the other namespace-host tests) and cleans it up with t.
 func startPodNetBed(t *testing.T) *podNetBed {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("short mode: this test starts processes in network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); os.Geteuid() != 0 || err != nil {
-		t.Skip("requires root and iproute2 (ip netns)")
-	}
+	requireNetns(t)
+	podnettest.Require(t)
 	containerdtest.Require(t)
 	start := time.Now()
 	dir := t.TempDir()
