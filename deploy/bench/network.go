@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,9 @@ func networkFigures() []Figure {
 		{ID: "f.connect.direct", Name: "(f) new connections direct", Unit: "/s"},
 		{ID: "f.bulk", Name: "(f) bulk transfer through orca's proxy, one connection", Unit: "MB/s", Peer: hp},
 		{ID: "f.bulk.direct", Name: "(f) bulk transfer direct", Unit: "MB/s"},
+		{ID: "f.cpu", Name: "(f) CPU per request of orca's proxy process (user+system from /proc/<pid>/stat over the keep-alive load / requests)", Unit: "µs", Peer: hp + ", its process"},
+		{ID: "f.cpu.connect", Name: "(f) CPU per new connection of orca's proxy process (over the connect load)", Unit: "µs", Peer: hp + ", its process"},
+		{ID: "f.cpu.load", Name: "(f) CPU per request of the load client and server (the runner's process), direct", Unit: "µs"},
 	}
 }
 
@@ -66,6 +70,11 @@ func haproxyVersion() string {
 // netResult is one target's measurements.
 type netResult struct {
 	rps, p50, p99, connect, bulk float64
+	// cpuReq and cpuConn are the CPU seconds (user+system) the proxy
+	// process spent per request of the keep-alive load and per connection
+	// of the connect load, in µs (0 without a process: direct);
+	// loadReq is the runner's own (load client and server) per request.
+	cpuReq, cpuConn, loadReq float64
 }
 
 // runNetwork is figure (f): an HTTP server on 127.0.0.1 reached (a)
@@ -93,23 +102,27 @@ func runNetwork(ctx context.Context, e *env, id string, dur time.Duration, bulkB
 		return nil, err
 	}
 	defer backend.Close()
-	hp, stopHP, err := startHAProxy(ctx, dir, backend.Addr().String())
+	hp, hpPid, stopHP, err := startHAProxy(ctx, dir, backend.Addr().String())
 	if err != nil {
 		return nil, err
 	}
 	defer stopHP()
-	op, stopOP, err := startOrcaProxyProcess(ctx, dir, backend.Addr().String())
+	op, opPid, stopOP, err := startOrcaProxyProcess(ctx, dir, backend.Addr().String())
 	if err != nil {
 		return nil, err
 	}
 	defer stopOP()
 	res := map[string]netResult{}
-	for _, t := range []struct{ name, addr string }{{"direct", backend.Addr().String()}, {"haproxy", hp}, {"orca", op}} {
-		r, err := measureTarget(ctx, t.addr, dur, bulkBytes)
+	for _, t := range []struct {
+		name, addr string
+		pid        int
+	}{{"direct", backend.Addr().String(), 0}, {"haproxy", hp, hpPid}, {"orca", op, opPid}} {
+		r, err := measureTarget(ctx, t.addr, t.pid, dur, bulkBytes)
 		if err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", t.name, t.addr, err)
 		}
-		e.logf("  %s: %.0f req/s, p50 %.3f ms, p99 %.3f ms, %.0f conn/s, %.0f MB/s", t.name, r.rps, r.p50, r.p99, r.connect, r.bulk)
+		e.logf("  %s: %.0f req/s, p50 %.3f ms, p99 %.3f ms, %.0f conn/s, %.0f MB/s; CPU %.1f µs/request, %.1f µs/connection (load client and server %.1f µs/request)",
+			t.name, r.rps, r.p50, r.p99, r.connect, r.bulk, r.cpuReq, r.cpuConn, r.loadReq)
 		res[t.name] = r
 	}
 	s := newSample()
@@ -128,6 +141,9 @@ func runNetwork(ctx context.Context, e *env, id string, dur time.Duration, bulkB
 	s.values[id+".connect.direct"] = d.connect
 	set(id+".bulk", o.bulk, h.bulk)
 	s.values[id+".bulk.direct"] = d.bulk
+	set(id+".cpu", o.cpuReq, h.cpuReq)
+	set(id+".cpu.connect", o.cpuConn, h.cpuConn)
+	s.values[id+".cpu.load"] = d.loadReq
 	note := fmt.Sprintf("load client in the runner's process (Go, raw HTTP/1.1 keep-alive), server Go net/http on 127.0.0.1; HAProxy nbthread 2; orca's proxy in a process of its own (the runner re-executed, GOMAXPROCS 2); bulk %d MiB", bulkBytes>>20)
 	s.notes[id+".rps"] = note
 	return s, nil
@@ -166,12 +182,12 @@ func freeLoopbackPort(host string) (int, error) {
 
 // startHAProxy runs HAProxy in TCP mode from a free 127.0.0.1 port to
 // backend and returns its address once it relays a request.
-func startHAProxy(ctx context.Context, dir, backend string) (string, func(), error) {
+func startHAProxy(ctx context.Context, dir, backend string) (addr string, pid int, stop func(), err error) {
 	port, err := freeLoopbackPort("127.0.0.1")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg := fmt.Sprintf(`global
 	maxconn 4096
 	nbthread 2
@@ -188,23 +204,23 @@ backend b
 `, addr, backend)
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.CommandContext(ctx, haproxyBin, "-db", "-f", path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	stop := func() {
+	stop = func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
 	if err := waitRelay(ctx, addr); err != nil {
 		stop()
-		return "", nil, fmt.Errorf("haproxy: %w: %s", err, stderr.String())
+		return "", 0, nil, fmt.Errorf("haproxy: %w: %s", err, stderr.String())
 	}
-	return addr, stop, nil
+	return addr, cmd.Process.Pid, stop, nil
 }
 
 // startOrcaProxy runs nodeagent/proxy on an embedded store with one
@@ -318,9 +334,24 @@ func request(c net.Conn, br *bufio.Reader, path string) (int64, error) {
 	return n, err
 }
 
-// measureTarget runs the three loads on addr.
-func measureTarget(ctx context.Context, addr string, dur time.Duration, bulkBytes int) (netResult, error) {
+// measureTarget runs the three loads on addr. pid, when not 0, is the
+// proxy process behind addr, whose CPU time is measured over the
+// keep-alive and connect loads.
+func measureTarget(ctx context.Context, addr string, pid int, dur time.Duration, bulkBytes int) (netResult, error) {
 	var r netResult
+	cpu := func() (proxy, self time.Duration, err error) {
+		if pid != 0 {
+			if proxy, err = procCPU(pid); err != nil {
+				return 0, 0, err
+			}
+		}
+		self, err = selfCPU()
+		return proxy, self, err
+	}
+	cpu0, self0, err := cpu()
+	if err != nil {
+		return r, err
+	}
 	// Requests over keep-alive connections.
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -362,6 +393,12 @@ func measureTarget(ctx context.Context, addr string, dur time.Duration, bulkByte
 	}
 	r.rps = float64(len(lat)) / time.Since(start).Seconds()
 	r.p50, r.p99 = Millis(Percentile(lat, 50)), Millis(Percentile(lat, 99))
+	cpu1, self1, err := cpu()
+	if err != nil {
+		return r, err
+	}
+	perOp := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(max(n, 1)) }
+	r.cpuReq, r.loadReq = perOp(cpu1-cpu0, len(lat)), perOp(self1-self0, len(lat))
 
 	// New connections: connect, one request, close.
 	var conns int
@@ -398,6 +435,11 @@ func measureTarget(ctx context.Context, addr string, dur time.Duration, bulkByte
 		return r, fmt.Errorf("connect: %w", firstErr)
 	}
 	r.connect = float64(conns) / time.Since(start).Seconds()
+	cpu2, _, err := cpu()
+	if err != nil {
+		return r, err
+	}
+	r.cpuConn = perOp(cpu2-cpu1, conns)
 
 	// Bulk: one GET of bulkBytes.
 	c, err := net.Dial("tcp", addr)
@@ -446,10 +488,10 @@ func proxyChild() {
 
 // startOrcaProxyProcess runs startOrcaProxy in a child process (this
 // binary with proxyChildEnv) and returns the Service address.
-func startOrcaProxyProcess(ctx context.Context, dir, backend string) (string, func(), error) {
+func startOrcaProxyProcess(ctx context.Context, dir, backend string) (addr string, pid int, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), proxyChildEnv+"="+backend)
@@ -458,16 +500,16 @@ func startOrcaProxyProcess(ctx context.Context, dir, backend string) (string, fu
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	stop := func() {
+	stop = func() {
 		stdin.Close()
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -481,12 +523,52 @@ func startOrcaProxyProcess(ctx context.Context, dir, backend string) (string, fu
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		stop()
-		return "", nil, fmt.Errorf("orca proxy process: %v: %s", err, stderr.String())
+		return "", 0, nil, fmt.Errorf("orca proxy process: %v: %s", err, stderr.String())
 	}
-	addr := strings.TrimSpace(line)
+	addr = strings.TrimSpace(line)
 	if err := waitRelay(ctx, addr); err != nil {
 		stop()
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	return addr, stop, nil
+	return addr, cmd.Process.Pid, stop, nil
+}
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux architecture Go supports).
+const userHZ = 100
+
+// procCPU returns the user+system CPU time of process pid, all its
+// threads, from /proc/<pid>/stat (fields utime and stime, 10 ms ticks).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	var ticks int64
+	for _, s := range f[11:13] { // fields 14 (utime) and 15 (stime)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// selfCPU returns the user+system CPU time of this process (getrusage).
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

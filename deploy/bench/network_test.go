@@ -19,6 +19,7 @@ func TestNetworkTargets(t *testing.T) {
 	}
 	defer srv.Close()
 	targets := map[string]string{"direct": srv.Addr().String()}
+	pids := map[string]int{}
 	op, stop, err := startOrcaProxy(ctx, t.TempDir(), srv.Addr().(*net.TCPAddr))
 	if err != nil {
 		t.Fatal(err)
@@ -26,22 +27,53 @@ func TestNetworkTargets(t *testing.T) {
 	defer stop()
 	targets["orca"] = op
 	if _, err := os.Stat(haproxyBin); err == nil {
-		hp, stop, err := startHAProxy(ctx, t.TempDir(), srv.Addr().String())
+		hp, pid, stop, err := startHAProxy(ctx, t.TempDir(), srv.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer stop()
 		targets["haproxy"] = hp
+		pids["haproxy"] = pid
 	} else if os.Getenv("CI") != "" {
 		t.Fatalf("CI installs haproxy: %v", err)
 	}
 	for name, addr := range targets {
-		r, err := measureTarget(ctx, addr, 400*time.Millisecond, 4<<20)
+		r, err := measureTarget(ctx, addr, pids[name], 400*time.Millisecond, 4<<20)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if r.rps <= 0 || r.connect <= 0 || r.bulk <= 0 || r.p50 <= 0 || r.p99 < r.p50 {
 			t.Errorf("%s: %+v", name, r)
 		}
+		if pids[name] != 0 && r.cpuReq <= 0 {
+			t.Errorf("%s: no CPU time measured for its process: %+v", name, r)
+		}
+	}
+}
+
+// procCPU reads this process's CPU time from /proc as getrusage does.
+func TestProcCPU(t *testing.T) {
+	self, err := selfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x := 0; ; x++ { // burn 50 ms of CPU
+		if s, _ := selfCPU(); s-self > 50*time.Millisecond {
+			break
+		}
+	}
+	p, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := selfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p < 50*time.Millisecond || p > s+20*time.Millisecond || p < s-100*time.Millisecond {
+		t.Errorf("/proc/self/stat CPU %v, getrusage %v", p, s)
+	}
+	if _, err := procCPU(-1); err == nil {
+		t.Error("procCPU(-1): no error")
 	}
 }

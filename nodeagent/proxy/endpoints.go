@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -36,10 +37,17 @@ type backendSet struct {
 	// internal and external are the endpoints new connections and flows go
 	// to, from ClusterIP listeners (internalTrafficPolicy) and from NodePort,
 	// externalIPs and LoadBalancer listeners (externalTrafficPolicy).
-	internal, external []string
+	internal, external []target
 	// serving holds every endpoint still serving (ready, or terminating
 	// with serving=true): UDP flows to any other endpoint are dropped.
 	serving map[string]bool
+}
+
+// target is an endpoint new connections may go to: its "ip:port" and,
+// parsed once, its address.
+type target struct {
+	addr string
+	ap   netip.AddrPort
 }
 
 // usable returns the endpoints a new connection may go to, as kube-proxy's
@@ -48,23 +56,31 @@ type backendSet struct {
 // ones (KEP-1669: a Service whose every pod is terminating but still
 // serving keeps answering until they stop). Not-ready endpoints get
 // nothing.
-func usable(eps []endpoint, local bool, node string) []string {
-	var ready, term []string
+func usable(eps []endpoint, local bool, node string) []target {
+	var ready, term []target
 	for _, ep := range eps {
 		if local && node != "" && ep.node != node {
 			continue
 		}
 		switch {
 		case ep.ready && !ep.terminating:
-			ready = append(ready, ep.addr)
+			ready = append(ready, newTarget(ep.addr))
 		case ep.serving && ep.terminating:
-			term = append(term, ep.addr)
+			term = append(term, newTarget(ep.addr))
 		}
 	}
 	if len(ready) > 0 {
 		return ready
 	}
 	return term
+}
+
+// newTarget returns the target at addr ("ip:port"); an address that
+// does not parse (an IPv6 zone, say) keeps the zero AddrPort and is
+// dialled by name.
+func newTarget(addr string) target {
+	ap, _ := netip.ParseAddrPort(addr)
+	return target{addr: addr, ap: ap}
 }
 
 // newBackendSet builds the backends of a Service port from its endpoints

@@ -179,35 +179,48 @@ type listener struct {
 	external bool
 }
 
-// pick returns the endpoints a new connection from client (nil: unknown)
-// on an external or internal listener tries, in order: the affinity
-// endpoint first, then round-robin from the next position.
-func (sp *servicePort) pick(client net.Addr, external bool) []string {
+// pick appends to dst (and returns) the endpoints, at most
+// maxDialAttempts, a new connection from client (nil: unknown) on an
+// external or internal listener tries, in order: the affinity endpoint
+// first, then round-robin from the next position. With dst on the
+// caller's stack (cap maxDialAttempts) it allocates nothing.
+func (sp *servicePort) pick(dst []target, client net.Addr, external bool) []target {
 	bs := sp.backends.Load()
 	if bs == nil {
-		return nil
+		return dst
 	}
 	b := bs.internal
 	if external {
 		b = bs.external
 	}
 	if len(b) == 0 {
-		return nil
+		return dst
 	}
 	start := int((sp.next.Add(1) - 1) % uint64(len(b)))
-	out := append(append(make([]string, 0, len(b)), b[start:]...), b[:start]...)
+	skip := -1
 	if a := sp.affinity.Load(); a != nil && client != nil {
 		if addr := a.lookup(clientIP(client), time.Now()); addr != "" {
-			for i, o := range out {
-				if o == addr {
-					copy(out[1:i+1], out[:i])
-					out[0] = addr
+			for i := range b {
+				if b[i].addr == addr {
+					dst = append(dst, b[i])
+					skip = i
 					break
 				}
 			}
 		}
 	}
-	return out
+	for i := start; len(dst) < maxDialAttempts; {
+		if i != skip {
+			dst = append(dst, b[i])
+		}
+		if i++; i == len(b) {
+			i = 0
+		}
+		if i == start {
+			break
+		}
+	}
+	return dst
 }
 
 // chose records that client's connection went to addr, for affinity.
@@ -546,10 +559,6 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 	return errors.Join(errs...)
 }
 
-// copyChunk is how many bytes a TCP relay copies between updates of its
-// byte counters.
-const copyChunk = 1 << 20
-
 func splitNamespaced(key string) (ns, name string) {
 	for i := 0; i < len(key); i++ {
 		if key[i] == '/' {
@@ -576,34 +585,32 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort, exte
 			continue
 		}
 		pause = 0
-		go p.handle(ctx, c, sp, external)
+		go p.handle(ctx, c.(*net.TCPConn), sp, external)
 	}
 }
 
 // handle connects c to an endpoint (see pick; a failed dial moves on to
-// the next, up to maxDialAttempts) and copies both ways, closing each
-// direction's write side when its source ends. Without endpoints (or when
-// every dial fails) c is closed at once.
-func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, external bool) {
-	var up net.Conn
+// the next, up to maxDialAttempts) and relays both ways (see relay),
+// closing each direction's write side when its source ends. Without
+// endpoints (or when every dial fails) c is closed at once.
+func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sp *servicePort, external bool) {
+	var up *net.TCPConn
 	client := c.RemoteAddr()
-	eps := sp.pick(client, external)
+	var cand [maxDialAttempts]target
+	eps := sp.pick(cand[:0], client, external)
 	if len(eps) == 0 {
 		sp.m.noEndpts.Inc()
 	}
-	for i, addr := range eps {
-		if i == maxDialAttempts {
-			break
-		}
-		d := net.Dialer{Timeout: p.cfg.DialTimeout}
-		conn, err := d.DialContext(ctx, "tcp", addr)
+	d := net.Dialer{Timeout: p.cfg.DialTimeout}
+	for _, b := range eps {
+		conn, err := dialTCP(ctx, &d, b)
 		if err == nil {
 			up = conn
-			sp.chose(client, addr)
+			sp.chose(client, b.addr)
 			break
 		}
 		sp.m.dialErrs.Inc()
-		p.log.Debug("dial endpoint failed", "service", sp.key, "endpoint", addr, "err", err)
+		p.log.Debug("dial endpoint failed", "service", sp.key, "endpoint", b.addr, "err", err)
 	}
 	if up == nil {
 		c.Close()
@@ -611,29 +618,12 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn, sp *servicePort, externa
 	}
 	sp.m.conns.Inc()
 	sp.m.active.Inc()
-	defer sp.m.active.Dec()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	pipe := func(dst, src net.Conn, bytes prometheus.Counter) {
-		// In chunks, so that long connections' bytes show before they end;
-		// io.CopyN keeps the kernel's splice between TCP sockets.
-		for {
-			n, err := io.CopyN(dst, src, copyChunk)
-			bytes.Add(float64(n))
-			if err != nil {
-				break
-			}
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-	}
 	// One direction on a goroutine of its own, the other on this one.
-	go func() { defer wg.Done(); pipe(up, c, sp.m.bytesIn) }()
-	pipe(c, up, sp.m.bytesOut)
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { relay(up, c, sp.m.bytesIn); close(done) }()
+	relay(c, up, sp.m.bytesOut)
+	<-done
 	c.Close()
 	up.Close()
+	sp.m.active.Dec()
 }

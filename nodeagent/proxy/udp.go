@@ -85,15 +85,14 @@ func (p *Proxy) serveUDP(pc net.PacketConn, sp *servicePort, external bool) {
 // returns nil when there is no endpoint.
 func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, external bool, mu *sync.Mutex, flows map[string]*udpFlow) *udpFlow {
 	var f *udpFlow
-	eps := sp.pick(client, external)
+	var cand [maxDialAttempts]target
+	eps := sp.pick(cand[:0], client, external)
 	if len(eps) == 0 {
 		sp.m.noEndpts.Inc()
 		return nil
 	}
-	for i, addr := range eps {
-		if i == maxDialAttempts {
-			break
-		}
+	for _, b := range eps {
+		addr := b.addr
 		up, err := net.Dial("udp", addr)
 		if err != nil {
 			sp.m.dialErrs.Inc()
