@@ -57,6 +57,13 @@ func TestMetricsPerServicePort(t *testing.T) {
 	addr := createService(t, s, "web", "127.96.20.7", corev1.ProtocolTCP, nil)
 	setSlice(t, s, "web", "p", corev1.ProtocolTCP, readyEP(live))
 	storetest.Eventually(t, 3*time.Second, func() error { return onlyFrom(addr, "web", 1) })
+	// The probes' relays end once their endpoint side closes too.
+	storetest.Eventually(t, 3*time.Second, func() error {
+		if v := metricValue(t, reg, "orca_proxy_active", "web", "TCP"); v != 0 {
+			return fmt.Errorf("active after the probes: %v", v)
+		}
+		return nil
+	})
 	base := metricValue(t, reg, "orca_proxy_connections_total", "web", "TCP")
 
 	// One connection: greeting (4 bytes out), "hello\n" echoed (6 in, 6
