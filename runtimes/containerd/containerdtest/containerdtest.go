@@ -229,11 +229,28 @@ func killLeftovers(state string) []string {
 // containerd-shim-* ... -address <that socket>. It waits for them to end
 // and returns what it did.
 func killShimsOf(address string) []string {
+	var did []string
+	var pids []int
+	for _, pid := range Shims(address) {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			pids = append(pids, pid)
+			did = append(did, fmt.Sprintf("killed shim pid %d of %s, still running after its daemon deleted its tasks", pid, address))
+		}
+	}
+	for _, pid := range pids {
+		waitGone(pid, 10*time.Second)
+	}
+	return did
+}
+
+// Shims returns the pids of the shims running (not zombies) for the
+// daemon at address (a socket path, or unix://path): the processes whose
+// command line is containerd-shim-* ... -address <that socket>.
+func Shims(address string) []int {
 	sock := strings.TrimPrefix(address, "unix://")
 	if sock == "" {
 		return nil
 	}
-	var did []string
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -241,18 +258,11 @@ func killShimsOf(address string) []string {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if !isShimOf(procArgs(pid), sock) {
-			continue
-		}
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+		if isShimOf(procArgs(pid), sock) && !zombie(pid) {
 			pids = append(pids, pid)
-			did = append(did, fmt.Sprintf("killed shim pid %d of %s, still running after its daemon deleted its tasks", pid, sock))
 		}
 	}
-	for _, pid := range pids {
-		waitGone(pid, 10*time.Second)
-	}
-	return did
+	return pids
 }
 
 // isShimOf reports whether args (a command line) are those of a
