@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,28 +156,37 @@ func PrepareUpdate(k *Kind, sub string, obj, old store.Object) (store.Object, er
 		merge = s.Update
 	}
 	if merge != nil {
-		nm, err := toMap(obj)
-		if err != nil {
-			return nil, err
-		}
-		om, err := toMap(old)
-		if err != nil {
-			return nil, err
-		}
-		if obj, err = fromMap(k, merge(nm, om)); err != nil {
-			return nil, err
+		if typed, ok := mergeTyped(k, sub, obj, old, typedPrepare); ok {
+			obj = typed
+		} else {
+			nm, err := toMap(obj)
+			if err != nil {
+				return nil, err
+			}
+			om, err := toMap(old)
+			if err != nil {
+				return nil, err
+			}
+			if obj, err = fromMap(k, merge(nm, om)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if k.Default != nil {
 		k.Default(obj)
 	}
 	gen := old.GetGeneration()
-	if k.Generation && specChanged(obj, old) {
+	if k.Generation && specChanged(obj, old, typedPrepare) {
 		gen++
 	}
 	obj.SetGeneration(gen)
 	return obj, nil
 }
+
+// typedPrepare makes PrepareUpdate keep or take the status on the typed
+// objects (mergeTyped) and compare specs field by field (specChanged)
+// instead of through JSON maps; false only in tests, to compare the two.
+var typedPrepare = true
 
 // ValidateUpdate checks obj as the update of old: metadata
 // (ValidateObjectMetaAccessorUpdate and ValidateObjectMeta), the kind's
@@ -234,8 +245,23 @@ func onlyStatus(nm, om map[string]any) map[string]any {
 	return out
 }
 
-// specChanged reports whether anything but metadata and status differs.
-func specChanged(obj, old store.Object) bool {
+// specChanged reports whether anything but metadata and status differs
+// in their JSON. With typed, fields of a Go struct kind that are
+// reflect.DeepEqual (so encode alike) are not encoded to be compared.
+func specChanged(obj, old store.Object, typed bool) bool {
+	if l := layoutOf(obj); typed && l != nil && reflect.TypeOf(old) == reflect.TypeOf(obj) {
+		nv, ov := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+		same := true
+		for _, i := range l.spec {
+			if !reflect.DeepEqual(nv.Field(i).Interface(), ov.Field(i).Interface()) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return false
+		}
+	}
 	nm, _ := toMap(obj)
 	om, _ := toMap(old)
 	for _, m := range []map[string]any{nm, om} {
@@ -270,4 +296,143 @@ func fromMap(k *Kind, m map[string]any) (store.Object, error) {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind())
 	return obj, nil
+}
+
+// structLayout is where a Go struct kind keeps its top-level JSON fields.
+type structLayout struct {
+	meta   int   // index of the metadata field (metav1.ObjectMeta)
+	status int   // index of the status field; -1 without one
+	spec   []int // every other field but the inline TypeMeta
+	// copyStatus deep-copies the status field's value (its type's
+	// generated DeepCopyInto or DeepCopy).
+	copyStatus func(reflect.Value) reflect.Value
+}
+
+var (
+	layouts       sync.Map // reflect.Type -> *structLayout (nil: not a kind mergeTyped handles)
+	typeMetaType  = reflect.TypeFor[metav1.TypeMeta]()
+	objectMetaTyp = reflect.TypeFor[metav1.ObjectMeta]()
+)
+
+// layoutOf returns the layout of obj's Go struct, or nil when obj is not
+// a pointer to a struct whose exported fields are all named JSON fields
+// (apart from an inline metav1.TypeMeta), with a metav1.ObjectMeta
+// "metadata" and a "status" that has generated deep-copy functions (or
+// none): unstructured objects, and anything unusual, take the JSON path.
+func layoutOf(obj store.Object) *structLayout {
+	t := reflect.TypeOf(obj)
+	if l, ok := layouts.Load(t); ok {
+		return l.(*structLayout)
+	}
+	l := buildLayout(t)
+	layouts.Store(t, l)
+	return l
+}
+
+func buildLayout(t reflect.Type) *structLayout {
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	st := t.Elem()
+	l := &structLayout{meta: -1, status: -1}
+	for i := range st.NumField() {
+		f := st.Field(i)
+		if !f.IsExported() {
+			return nil // the JSON path would drop it
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "" && f.Type == typeMetaType: // inline apiVersion and kind
+		case f.Anonymous && name != "metadata":
+			return nil
+		case name == "" || name == "-":
+			return nil
+		case name == "metadata":
+			if f.Type != objectMetaTyp {
+				return nil
+			}
+			l.meta = i
+		case name == "status":
+			l.status = i
+			if l.copyStatus = deepCopier(f.Type); l.copyStatus == nil {
+				return nil
+			}
+		default:
+			l.spec = append(l.spec, i)
+		}
+	}
+	if l.meta < 0 {
+		return nil
+	}
+	return l
+}
+
+// deepCopier returns a deep copy function for values of t from its
+// generated DeepCopyInto (a struct) or DeepCopy (a pointer), nil when it
+// has neither.
+func deepCopier(t reflect.Type) func(reflect.Value) reflect.Value {
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := reflect.PointerTo(t).MethodByName("DeepCopyInto")
+		if !ok || m.Type.NumIn() != 2 || m.Type.In(1) != reflect.PointerTo(t) {
+			return nil
+		}
+		return func(v reflect.Value) reflect.Value {
+			in := reflect.New(t)
+			in.Elem().Set(v)
+			out := reflect.New(t)
+			m.Func.Call([]reflect.Value{in, out})
+			return out.Elem()
+		}
+	case reflect.Pointer:
+		m, ok := t.MethodByName("DeepCopy")
+		if !ok || m.Type.NumOut() != 1 || m.Type.Out(0) != t {
+			return nil
+		}
+		return func(v reflect.Value) reflect.Value {
+			if v.IsNil() {
+				return reflect.Zero(t)
+			}
+			return m.Func.Call([]reflect.Value{v})[0]
+		}
+	}
+	return nil
+}
+
+// mergeTyped is PrepareUpdate's status rule on Go struct objects instead
+// of JSON maps: the main resource of a kind with Status gets old's status
+// (keepStatus), the status subresource is old with obj's metadata and
+// status (onlyStatus). obj and old are values
+// decoded from JSON, so what the JSON round trip would have normalized
+// (empty lists and maps of omitempty fields, time precision) is already
+// so; TestPrepareUpdateTyped compares both ways on random objects. ok is
+// false for any other rule and for objects layoutOf does not handle.
+func mergeTyped(k *Kind, sub string, obj, old store.Object, enabled bool) (store.Object, bool) {
+	if !enabled || !k.Status || (sub != "" && sub != "status") {
+		return nil, false
+	}
+	l := layoutOf(obj)
+	if l == nil || reflect.TypeOf(old) != reflect.TypeOf(obj) {
+		return nil, false
+	}
+	nv, ov := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	if sub == "" { // keepStatus
+		if l.status >= 0 {
+			nv.Field(l.status).Set(l.copyStatus(ov.Field(l.status)))
+		}
+		obj.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind())
+		return obj, true
+	}
+	// onlyStatus. Its map version reads the stored ownerReferences after
+	// it replaced the stored metadata with the new one, so the new
+	// ownerReferences stay; so they do here (a status write that changes
+	// them changes them, unlike Kubernetes' status strategies).
+	out := old.DeepCopyObject().(store.Object)
+	outv := reflect.ValueOf(out).Elem()
+	outv.Field(l.meta).Set(nv.Field(l.meta))
+	if l.status >= 0 {
+		outv.Field(l.status).Set(nv.Field(l.status))
+	}
+	out.GetObjectKind().SetGroupVersionKind(k.GroupVersionKind())
+	return out, true
 }
