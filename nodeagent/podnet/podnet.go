@@ -583,7 +583,68 @@ func (n *Network) GC(ctx context.Context, live func(uid string) bool) ([]string,
 	if err := n.syncAddresses(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := n.gcMasqRules(); err != nil {
+		errs = append(errs, err)
+	}
 	return removed, errors.Join(errs...)
+}
+
+// masqRule matches a masquerade rule of the bridge plugin in the output
+// of `iptables -t nat -S POSTROUTING`: the pod's source address, the
+// network name and container ID of its comment, its chain.
+var masqRule = regexp.MustCompile(`^-A POSTROUTING -s (\S+) -m comment --comment "name: \\"([^"\\]+)\\" id: \\"([^"\\]+)\\"" -j (CNI-[0-9a-f]+)$`)
+
+// gcMasqRules removes the bridge plugin's masquerade rules (nat
+// POSTROUTING, comment `name: "<network>" id: "<pod UID>"`, each jumping
+// to a CNI-<hash> chain) of this network's pods that have no sandbox or
+// lease left on the node. The plugin's DEL removes a pod's rules only
+// when it finds the pod's namespace, so a pod whose namespace went with
+// a reboot, or whose state directory was removed, leaves them. Rules of
+// other networks are not touched; without iptables there is nothing to
+// do.
+func (n *Network) gcMasqRules() error {
+	if !iptablesPresent() {
+		return nil
+	}
+	out, err := exec.Command("iptables", "-w", "-t", "nat", "-S", "POSTROUTING").Output()
+	if err != nil {
+		return fmt.Errorf("iptables: list nat POSTROUTING: %w", err)
+	}
+	var live map[string]bool
+	var errs []error
+	for _, line := range strings.Split(string(out), "\n") {
+		m := masqRule.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil || m[2] != n.cfg.NetworkName {
+			continue
+		}
+		if live == nil {
+			uids, err := n.Sandboxes()
+			if err != nil {
+				return err
+			}
+			live = map[string]bool{}
+			for _, u := range uids {
+				live[u] = true
+			}
+		}
+		src, id, chain := m[1], m[3], m[4]
+		if live[id] {
+			continue
+		}
+		comment := fmt.Sprintf("name: %q id: %q", n.cfg.NetworkName, id)
+		if o, err := exec.Command("iptables", "-w", "-t", "nat", "-D", "POSTROUTING", "-s", src, "-m", "comment", "--comment", comment, "-j", chain).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: remove the masquerade rule of pod UID %s: %v: %s", id, err, strings.TrimSpace(string(o))))
+			continue
+		}
+		// Another rule of the same pod (a second address) may still
+		// jump to the chain: then -X fails, and the chain goes with the
+		// last rule.
+		if exec.Command("iptables", "-w", "-t", "nat", "-F", chain).Run() == nil {
+			exec.Command("iptables", "-w", "-t", "nat", "-X", chain).Run()
+		}
+		n.log.Info("removed the masquerade rule of a pod no longer on the node", "uid", id, "source", src, "chain", chain)
+	}
+	return errors.Join(errs...)
 }
 
 // LookPlugins reports whether the pod network's plugins are in dirs

@@ -79,7 +79,8 @@ func sameSet(got []string, want ...string) error {
 // a start on another pod CIDR (the node's changed) removes the bridge's
 // old gateway address, so container pods start again (the bridge plugin
 // refuses a bridge with another address), and moves the pods that remain
-// to the new range. An address outside the cluster CIDR, which orca did
+// to the new range. GC also removes the masquerade rules (iptables, in
+// the test's namespace) of pods with no state left, and no other rules. An address outside the cluster CIDR, which orca did
 // not add, stays on orca-pods0 throughout. (One on the bridge would stay
 // too, and the bridge plugin would refuse the bridge: its error says so.)
 func TestStaleStateAfterKilledAgent(t *testing.T) {
@@ -134,8 +135,27 @@ func TestStaleStateAfterKilledAgent(t *testing.T) {
 		if err := sameSet(addrsOf(podnet.DefaultBridge), "10.42.0.1/24"); err != nil {
 			return fmt.Errorf("orca0 after the restart: %w", err)
 		}
+		// Masquerade rules as the bridge plugin writes them: of c1 (still
+		// on the node), of a pod whose state is gone (its namespace with
+		// it: the plugin's DEL cannot find its address), of another
+		// network. Only the second goes with GC.
+		masq := func(src, network, id, chain string) []string {
+			return []string{"POSTROUTING", "-s", src, "-m", "comment", "--comment", fmt.Sprintf("name: %q id: %q", network, id), "-j", chain}
+		}
+		rules := [][]string{
+			masq(c1.IP+"/32", "orca", "uid-c1", "CNI-0000000000000000000000c1"),
+			masq("10.42.0.99/32", "orca", "uid-gone", "CNI-000000000000000000000099"),
+			masq("10.42.0.98/32", "other", "uid-other", "CNI-000000000000000000000098"),
+		}
+		for _, r := range rules {
+			for _, args := range [][]string{{"-N", r[len(r)-1]}, {"-A", r[len(r)-1], "-j", "MASQUERADE"}, append([]string{"-A"}, r...)} {
+				if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
+					return fmt.Errorf("iptables %v: %v: %s", args, err, out)
+				}
+			}
+		}
 		// w2 went while no agent ran: GC releases its address and lease.
-		removed, err := n2.GC(ctx, func(uid string) bool { return uid != "uid-w2" })
+		removed, err := n2.GC(ctx, func(uid string) bool { return uid != "uid-w2" && uid != "uid-gone" })
 		if err != nil {
 			return fmt.Errorf("GC: %w", err)
 		}
@@ -147,6 +167,19 @@ func TestStaleStateAfterKilledAgent(t *testing.T) {
 		}
 		if err := sameSet(leaseFiles(cfg), c1.IP, w[0]); err != nil {
 			return fmt.Errorf("lease files after GC: %w", err)
+		}
+		out, err := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
+		if err != nil {
+			return err
+		}
+		for i, r := range rules {
+			chain := r[len(r)-1]
+			if has := strings.Contains(string(out), "-N "+chain+"\n"); has != (i != 1) {
+				return fmt.Errorf("after GC, chain %s there: %v, want %v:\n%s", chain, has, i != 1, out)
+			}
+			if has := strings.Contains(string(out), "-j "+chain+"\n"); has != (i != 1) {
+				return fmt.Errorf("after GC, the rule to %s there: %v, want %v:\n%s", chain, has, i != 1, out)
+			}
 		}
 
 		// The node's pod CIDR changes (a new cluster, another node name);
