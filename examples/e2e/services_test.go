@@ -473,7 +473,9 @@ func (b *podNetBed) checkReadiness(t *testing.T) {
 // checkSessionAffinity: with sessionAffinity ClientIP, 10 new connections
 // from one source (each node, each container pod) to the ClusterIP all
 // land on one pod, where hello-container's Service (the same pods, no
-// affinity) spreads them over both (checked above).
+// affinity) spreads them over both (checked above). When n1's pod stops
+// being ready, n1's connections move to the other pod, and stay there
+// after the first is ready again.
 func (b *podNetBed) checkSessionAffinity(t *testing.T) {
 	svc := b.h.service(t, "hello-affinity")
 	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
@@ -496,6 +498,48 @@ func (b *podNetBed) checkSessionAffinity(t *testing.T) {
 			}
 		}
 	}
+
+	got, err := answers(b.h.n1, url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var was, now bedPod
+	for _, p := range b.podsOf("hello-container") {
+		if p.name == got[0] {
+			was = p
+		} else {
+			now = p
+		}
+	}
+	toggle := "http://" + net.JoinHostPort(was.ip, "8080") + "/readyz/"
+	if err := post(b.h.n1, toggle+"fail"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = post(b.h.n1, toggle+"ok")
+		}
+	}()
+	b.h.readyInSlices(t, "hello-affinity", now.name)
+	neverTo(t, b.h.n1, url, was.name, 4)
+	if err := post(b.h.n1, toggle+"ok"); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	b.h.readyInSlices(t, "hello-affinity", pods...)
+	got, err = answers(b.h.n1, url, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range got {
+		if p != now.name {
+			t.Errorf("from %s after %s was ready again, %s (ClientIP affinity) answered by %v, want %s only (the affinity moved to it)", b.h.n1, was.name, url, got, now.name)
+			break
+		}
+	}
+	// The other Services need both pods ready again.
+	b.h.readyInSlices(t, "hello-container", pods...)
 }
 
 // httpConn is one TCP connection that sends HTTP/1.1 requests in turn
