@@ -31,6 +31,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/net/netutil"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/fields"
@@ -49,6 +50,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/registry/storage"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -265,6 +267,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.installRBACAdmission()
 	s.installServiceAccountAdmission()
+	s.reg.SetMutatingAdmission(storage.DefaultStorageClassAdmissionName, storage.DefaultStorageClassAdmission(s.listStorageClasses))
 	if s.nc != nil {
 		s.watchNATS()
 	}
@@ -666,4 +669,18 @@ func (s *Server) waitForPolicy(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// listStorageClasses lists the StorageClasses for the DefaultStorageClass
+// admission plugin (from the bucket's watch cache).
+func (s *Server) listStorageClasses(ctx context.Context) ([]*storagev1.StorageClass, error) {
+	objs, _, err := s.st.List(ctx, storage.StorageClasses, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*storagev1.StorageClass, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*storagev1.StorageClass))
+	}
+	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/nodeipam"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
 	"github.com/orca-edge/orca/controlplane/controllers/nodepods"
+	"github.com/orca-edge/orca/controlplane/controllers/persistentvolume"
 	"github.com/orca-edge/orca/controlplane/controllers/podgc"
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
 	"github.com/orca-edge/orca/controlplane/controllers/rootcacertpublisher"
@@ -37,6 +38,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/registry/policy"
 	"github.com/orca-edge/orca/controlplane/registry/rbac"
+	"github.com/orca-edge/orca/controlplane/registry/storage"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -87,6 +89,13 @@ type Config struct {
 	// ingress of LoadBalancer Services to the Ready nodes' addresses (k3s's
 	// --disable servicelb).
 	DisableServiceLB bool
+	// DefaultLocalStoragePath is where the local-path provisioner puts
+	// volumes on every node (k3s's --default-local-storage-path); empty:
+	// each node's own (persistentvolume.Config).
+	DefaultLocalStoragePath string
+	// DisableLocalStorage keeps the default local-path StorageClass from
+	// being created (k3s's --disable local-storage).
+	DisableLocalStorage bool
 }
 
 // Manager runs the controllers over shared informers.
@@ -138,8 +147,11 @@ func New(cfg Config) (*Manager, error) {
 		sas         = inf(core.ServiceAccounts)
 		crs         = inf(rbac.ClusterRoles)
 		csrs        = inf(certificates.CertificateSigningRequests)
+		pvcs        = inf(core.PersistentVolumeClaims)
+		pvs         = inf(core.PersistentVolumes)
+		scs         = inf(storage.StorageClasses)
 	)
-	m := &Manager{cfg: cfg, factory: factory, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs}}
+	m := &Manager{cfg: cfg, factory: factory, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs, pvcs, pvs, scs}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -159,6 +171,8 @@ func New(cfg Config) (*Manager, error) {
 		{clusterroleaggregation.Name, wrap(clusterroleaggregation.New(s, reg, crs).Run)},
 		{csr.ApproverName, wrap(csr.NewApprover(s, reg, csrs).Run)},
 		{tokencleaner.Name, wrap(tokencleaner.New(s, reg, 0).Run)},
+		{persistentvolume.Name, wrap(persistentvolume.New(s, reg, pvcs, pvs, scs, pods, nodes,
+			persistentvolume.Config{DefaultLocalStoragePath: cfg.DefaultLocalStoragePath, DisableDefaultClass: cfg.DisableLocalStorage}).Run)},
 	}
 	if !cfg.DisableServiceLB {
 		m.controllers = append(m.controllers, namedRunner{servicelb.Name, wrap(servicelb.New(s, reg, services, nodes).Run)})

@@ -52,8 +52,12 @@ type options struct {
 	allocateNodeCIDRs bool
 	// disableServiceLB is k3s's --disable servicelb.
 	disableServiceLB bool
-	apiserver        bool
-	scheduler        bool
+	// defaultLocalStoragePath and disableLocalStorage are k3s's
+	// --default-local-storage-path and --disable local-storage.
+	defaultLocalStoragePath string
+	disableLocalStorage     bool
+	apiserver               bool
+	scheduler               bool
 	// disableScheduler is k3s's --disable-scheduler: the server runs
 	// without its scheduler (pods stay Pending), whatever --scheduler says.
 	disableScheduler bool
@@ -120,6 +124,8 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.StringVar(&o.clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range of pod IPs: each Node gets a subnet of it in spec.podCIDR (with --allocate-node-cidrs)")
 	f.IntVar(&o.nodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each Node's subnet of --cluster-cidr (24: 254 pods per node, 256 nodes in a /16)")
 	f.BoolVar(&o.allocateNodeCIDRs, "allocate-node-cidrs", true, "give every Node without spec.podCIDR a subnet of --cluster-cidr (the controllers' node IPAM)")
+	f.StringVar(&o.defaultLocalStoragePath, "default-local-storage-path", "", "directory of local-path volumes on every node (k3s's flag); empty: each node's own, <agent data-dir>/storage unless the agent's --default-local-storage-path says otherwise")
+	f.BoolVar(&o.disableLocalStorage, "disable-local-storage", false, "do not create the default local-path StorageClass (k3s's --disable local-storage)")
 	f.BoolVar(&o.disableServiceLB, "disable-servicelb", false, "do not set LoadBalancer Services' ingress to the Ready nodes' addresses (k3s's --disable servicelb): leave them to another load balancer")
 	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
 	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
@@ -324,7 +330,8 @@ func run(ctx context.Context, o options) error {
 		if o.allocateNodeCIDRs {
 			clusterCIDR = o.clusterCIDR
 		}
-		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, DisableServiceLB: o.disableServiceLB, Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
+		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, DisableServiceLB: o.disableServiceLB,
+			DefaultLocalStoragePath: o.defaultLocalStoragePath, DisableLocalStorage: o.disableLocalStorage, Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
 			RootCA: rootCA(sec), ClusterSigningCA: &csr.CA{Cert: sec.CA.Cert, Key: sec.CA.Key}, ClusterSigningDuration: o.clusterSigningDuration})
 		if err != nil {
 			return err
