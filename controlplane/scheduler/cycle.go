@@ -353,7 +353,19 @@ func (s *Scheduler) assume(ctx context.Context, pod *corev1.Pod, node string) er
 func (s *Scheduler) bind(ctx context.Context, pod, assumed *corev1.Pod) {
 	key := store.KeyOf(pod)
 	node := assumed.Spec.NodeName
-	_, err := s.store.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
+	var err error
+	for _, p := range s.plugins.PreBind {
+		if st := p.PreBind(ctx, pod, node); !st.IsSuccess() {
+			err = fmt.Errorf("running PreBind plugin %q: %s", p.Name(), st.Message())
+			if ctx.Err() == nil {
+				s.events.Event(pod, "", corev1.EventTypeWarning, "FailedScheduling", err.Error())
+			}
+			break
+		}
+	}
+	if err == nil {
+		_, err = s.store.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
+	}
 	if err == nil {
 		s.cache.FinishBinding(assumed, time.Now())
 		s.queue.Forget(key)

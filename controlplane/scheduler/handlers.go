@@ -57,6 +57,16 @@ func (s *Scheduler) addHandlers() {
 			}
 		},
 	})
+	// A claim, volume or class that appears or changes may make a pod
+	// waiting for its volumes schedulable (kube-scheduler's VolumeBinding
+	// cluster events).
+	volumesChanged := store.Handler{
+		OnAdd:    func(store.Object) { s.moveAllToActive("volume or claim added") },
+		OnUpdate: func(store.Object, store.Object) { s.moveAllToActive("volume or claim updated") },
+	}
+	s.claims.AddHandler(volumesChanged)
+	s.volumes.AddHandler(volumesChanged)
+	s.classes.AddHandler(volumesChanged)
 	s.runtimeClasses.AddHandler(store.Handler{
 		OnAdd: func(store.Object) { s.moveAllToActive("runtimeclass added") },
 		OnUpdate: func(oldObj, newObj store.Object) {

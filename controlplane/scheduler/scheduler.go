@@ -10,9 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/orca-edge/orca/controlplane/events"
+	"github.com/orca-edge/orca/controlplane/registry/core"
+	"github.com/orca-edge/orca/controlplane/registry/storage"
 	"github.com/orca-edge/orca/controlplane/scheduler/framework"
 	"github.com/orca-edge/orca/controlplane/scheduler/internal/cache"
 	"github.com/orca-edge/orca/controlplane/scheduler/nodeaffinity"
@@ -24,6 +27,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/scheduler/runtimeclass"
 	"github.com/orca-edge/orca/controlplane/scheduler/selectorspread"
 	"github.com/orca-edge/orca/controlplane/scheduler/tainttoleration"
+	"github.com/orca-edge/orca/controlplane/scheduler/volumebinding"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -80,6 +84,13 @@ type Config struct {
 	// filter) and is run by its owner; the scheduler adds its handlers and
 	// waits for it to sync. nil: the scheduler builds and runs its own.
 	Pods, Nodes, RuntimeClasses *store.Informer
+	// PersistentVolumeClaims, PersistentVolumes and StorageClasses are
+	// the VolumeBinding plugin's informers, shared or (nil) the
+	// scheduler's own, as Pods.
+	PersistentVolumeClaims, PersistentVolumes, StorageClasses *store.Informer
+	// VolumeBindTimeout bounds VolumeBinding's wait for a pod's claims to
+	// be bound in PreBind. Default volumebinding.BindTimeout (10 min).
+	VolumeBindTimeout time.Duration
 }
 
 // Plugins is the plugin set of a scheduler, run in order.
@@ -93,6 +104,8 @@ type Plugins struct {
 	// ScoreWeights multiplies each score plugin's score, by plugin name;
 	// a plugin not listed has weight 1.
 	ScoreWeights map[string]int64
+	// PreBind plugins run, in order, before the binding is written.
+	PreBind []framework.PreBindPlugin
 }
 
 // DefaultPlugins returns orca's default plugin set: the pre-filters
@@ -133,6 +146,7 @@ type Scheduler struct {
 	plugins Plugins
 
 	pods, nodes, runtimeClasses *store.Informer
+	claims, volumes, classes    *store.Informer
 	ownInformers                []*store.Informer // the ones Run runs
 	queue                       workqueue.TypedRateLimitingInterface[string]
 	events                      *events.Recorder
@@ -202,7 +216,9 @@ func New(cfg Config) (*Scheduler, error) {
 		shared *store.Informer
 		r      store.Resource
 		to     **store.Informer
-	}{{cfg.Pods, store.Pods, &s.pods}, {cfg.Nodes, store.Nodes, &s.nodes}, {cfg.RuntimeClasses, store.RuntimeClasses, &s.runtimeClasses}} {
+	}{{cfg.Pods, store.Pods, &s.pods}, {cfg.Nodes, store.Nodes, &s.nodes}, {cfg.RuntimeClasses, store.RuntimeClasses, &s.runtimeClasses},
+		{cfg.PersistentVolumeClaims, core.PersistentVolumeClaims, &s.claims}, {cfg.PersistentVolumes, core.PersistentVolumes, &s.volumes},
+		{cfg.StorageClasses, storage.StorageClasses, &s.classes}} {
 		if x.shared == nil {
 			*x.to = store.NewInformer(cfg.Store, x.r)
 			s.ownInformers = append(s.ownInformers, *x.to)
@@ -214,6 +230,12 @@ func New(cfg Config) (*Scheduler, error) {
 		*x.to = x.shared
 	}
 	s.plugins = cfg.Plugins(s.lookupRuntimeClass)
+	// VolumeBinding goes with every plugin set: a pod with claims must
+	// not start where its volumes cannot be (it skips pods without).
+	vb := volumebinding.New(s.volumeListers(), cfg.Store, cfg.VolumeBindTimeout)
+	s.plugins.PreFilter = append(s.plugins.PreFilter, vb)
+	s.plugins.Filter = append(s.plugins.Filter, vb)
+	s.plugins.PreBind = append(s.plugins.PreBind, vb)
 	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "scheduler"},
@@ -229,6 +251,44 @@ func (s *Scheduler) lookupRuntimeClass(name string) (*nodev1.RuntimeClass, bool)
 	}
 	rc, ok := o.(*nodev1.RuntimeClass)
 	return rc, ok
+}
+
+// volumeListers reads claims, volumes and classes from the informers.
+func (s *Scheduler) volumeListers() volumebinding.Listers {
+	return volumebinding.Listers{
+		Claim: func(ns, name string) (*corev1.PersistentVolumeClaim, bool) {
+			o, ok := s.claims.Get(ns, name)
+			if !ok {
+				return nil, false
+			}
+			return o.(*corev1.PersistentVolumeClaim), true
+		},
+		Volume: func(name string) (*corev1.PersistentVolume, bool) {
+			o, ok := s.volumes.Get("", name)
+			if !ok {
+				return nil, false
+			}
+			return o.(*corev1.PersistentVolume), true
+		},
+		Volumes: func() []*corev1.PersistentVolume {
+			objs := s.volumes.List("", nil)
+			out := make([]*corev1.PersistentVolume, len(objs))
+			for i, o := range objs {
+				out[i] = o.(*corev1.PersistentVolume)
+			}
+			return out
+		},
+		Class: func(name string) (*storagev1.StorageClass, bool) {
+			if name == "" {
+				return nil, false
+			}
+			o, ok := s.classes.Get("", name)
+			if !ok {
+				return nil, false
+			}
+			return o.(*storagev1.StorageClass), true
+		},
+	}
 }
 
 // Run starts the informers it owns, waits until every informer has
@@ -254,7 +314,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); s.cache.Run(ctx) }()
 	go func() { <-ctx.Done(); s.queue.ShutDown() }()
-	for _, inf := range []*store.Informer{s.pods, s.nodes, s.runtimeClasses} {
+	for _, inf := range []*store.Informer{s.pods, s.nodes, s.runtimeClasses, s.claims, s.volumes, s.classes} {
 		if !inf.WaitForSync(ctx) {
 			return nil
 		}

@@ -27,6 +27,8 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/nodeipam"
 	"github.com/orca-edge/orca/controlplane/registry/apiextensions"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
+	"github.com/orca-edge/orca/controlplane/registry/core"
+	"github.com/orca-edge/orca/controlplane/registry/storage"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/security"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -319,7 +321,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.scheduler && !o.disableScheduler {
 		sched, err := scheduler.New(scheduler.Config{Store: st,
-			Pods: informers.For(store.Pods), Nodes: informers.For(store.Nodes), RuntimeClasses: informers.For(store.RuntimeClasses)})
+			Pods: informers.For(store.Pods), Nodes: informers.For(store.Nodes), RuntimeClasses: informers.For(store.RuntimeClasses),
+			PersistentVolumeClaims: informers.For(core.PersistentVolumeClaims), PersistentVolumes: informers.For(core.PersistentVolumes),
+			StorageClasses: informers.For(storage.StorageClasses)})
 		if err != nil {
 			return err
 		}

@@ -118,6 +118,9 @@ func New(s *store.Store, reg *registry.Registry, claims, volumes, classes, pods,
 		c.volumeQueue.Add(pv.Name)
 		if ref := pv.Spec.ClaimRef; ref != nil {
 			c.claimQueue.Add(ref.Namespace + "/" + ref.Name)
+		} else {
+			// A free volume: an unbound claim may match it now.
+			c.enqueueUnboundClaims()
 		}
 	}
 	volumes.AddHandler(store.Handler{OnAdd: volumeChanged, OnUpdate: func(_, n store.Object) { volumeChanged(n) }, OnDelete: func(o store.Object) {

@@ -161,6 +161,16 @@ type PreScorePlugin interface {
 	PreScore(ctx context.Context, pod *corev1.Pod, nodes []*NodeInfo) *Status
 }
 
+// PreBindPlugin runs in the binding goroutine, after a node was chosen and
+// before the pod's binding is written (kube-scheduler's PreBind): it may
+// write what the pod needs on that node (VolumeBinding binds the pod's
+// claims there) and wait for it. A non-success status fails the binding:
+// the pod's assumption is forgotten and it is scheduled again.
+type PreBindPlugin interface {
+	Plugin
+	PreBind(ctx context.Context, pod *corev1.Pod, node string) *Status
+}
+
 // NodeScore is one node's score for one plugin.
 type NodeScore struct {
 	Name  string
