@@ -179,6 +179,11 @@ type Config struct {
 	// volumes are re-read from the store and updated in place, and
 	// emptyDir sizeLimits checked. Default 10s.
 	VolumeSyncPeriod time.Duration
+	// LocalStoragePath is the directory local-path PersistentVolumes of
+	// this node live under (k3s's --default-local-storage-path), published
+	// on the Node (annotation nodeapi.AnnLocalStoragePath) for the
+	// provisioner. Default <DataDir>/storage.
+	LocalStoragePath string
 	// MaxStreams bounds the exec, attach and port-forward streams (one
 	// per forwarded connection) served at once; one more is refused with
 	// 429. Default DefaultMaxStreams (64).

@@ -60,10 +60,11 @@ func (e *logError) Error() string { return e.msg }
 // serveNodeAPI answers the requests of the node's subjects with one
 // subscription (one NATS subscription and one goroutine per node, not one
 // per subject): nodeapi.LogRequests on nodeapi.LogsSubject(node) and
-// nodeapi.StreamRequests on nodeapi.StreamSubject(node). Other subjects
+// nodeapi.StreamRequests on nodeapi.StreamSubject(node), and
+// nodeapi.LocalVolumeDeleteRequests on nodeapi.VolumesSubject(node). Other subjects
 // under the node's prefix are ignored.
 func (a *Agent) serveNodeAPI(ctx context.Context) (*nats.Subscription, error) {
-	logs, streams := nodeapi.LogsSubject(a.cfg.NodeName), nodeapi.StreamSubject(a.cfg.NodeName)
+	logs, streams, volumes := nodeapi.LogsSubject(a.cfg.NodeName), nodeapi.StreamSubject(a.cfg.NodeName), nodeapi.VolumesSubject(a.cfg.NodeName)
 	serveStream := a.streamHandler(ctx)
 	return a.cfg.NATS.Subscribe(nodeapi.NodeSubjectPrefix(a.cfg.NodeName)+"*", func(m *nats.Msg) {
 		if nodeapi.NotARequest(m) {
@@ -74,6 +75,8 @@ func (a *Agent) serveNodeAPI(ctx context.Context) (*nats.Subscription, error) {
 			go a.serveLog(ctx, m)
 		case streams:
 			serveStream(m)
+		case volumes:
+			go a.serveVolumeDelete(m)
 		}
 	})
 }

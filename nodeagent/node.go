@@ -169,6 +169,7 @@ func (a *Agent) syncNode(ctx context.Context, labels bool) error {
 				for k, v := range a.nodeLabels() {
 					n.Labels[k] = v
 				}
+				metav1.SetMetaDataAnnotation(&n.ObjectMeta, nodeapi.AnnLocalStoragePath, a.localStoragePath())
 				return true, nil
 			})
 		}
@@ -186,7 +187,8 @@ func (a *Agent) syncNode(ctx context.Context, labels bool) error {
 		}
 		// A Node's create takes its status too, as Kubernetes'.
 		now := metav1.Now()
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels()}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels(),
+			Annotations: map[string]string{nodeapi.AnnLocalStoragePath: a.localStoragePath()}}}
 		a.setNodeStatus(n, now)
 		_, err = a.api.Create(ctx, store.Nodes, n)
 		if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -66,7 +66,10 @@ type volume struct {
 	// notDir is a hostPath that is not a directory (no subPath, no WASM
 	// preopen).
 	notDir bool
-	src    *corev1.Volume
+	// readOnly is a persistentVolumeClaim volume's readOnly: every mount
+	// of it is read-only.
+	readOnly bool
+	src      *corev1.Volume
 	// written is the payload last written (API-data volumes), so that an
 	// unchanged one costs no disk reads.
 	written map[string]fileProjection
@@ -134,8 +137,10 @@ func (w *podWorker) setupVolume(ctx context.Context, v *corev1.Volume) (*volume,
 		return w.setupAPIData(ctx, v, dir(volDownward), volDownward)
 	case src.Projected != nil:
 		return w.setupAPIData(ctx, v, dir(volProjected), volProjected)
+	case src.PersistentVolumeClaim != nil:
+		return w.setupClaim(ctx, v)
 	}
-	return nil, fmt.Errorf("volume type %s is not supported by orca (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)", volumeType(src))
+	return nil, fmt.Errorf("volume type %s is not supported by orca (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)", volumeType(src))
 }
 
 // volumeType is the JSON name of the volume source's type ("nfs").
@@ -484,7 +489,7 @@ func (w *podWorker) containerMounts(ctx context.Context, c *corev1.Container, en
 				}
 			}
 		}
-		out = append(out, runtimes.Mount{HostPath: host, ContainerPath: vm.MountPath, ReadOnly: vm.ReadOnly || vol.apiData})
+		out = append(out, runtimes.Mount{HostPath: host, ContainerPath: vm.MountPath, ReadOnly: vm.ReadOnly || vol.apiData || vol.readOnly})
 	}
 	return out, nil
 }

@@ -9,6 +9,13 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// AnnLocalStoragePath on a Node is the directory its agent keeps
+// local-path PersistentVolumes under (the agent's
+// --default-local-storage-path, default <data-dir>/storage); the
+// local-path provisioner makes volumes of that node there unless
+// orca-server's --default-local-storage-path says otherwise.
+const AnnLocalStoragePath = "storage.orca.dev/local-path"
+
 // VolumesSubject is the subject node agents serve local volume requests
 // on: "orca.node.<node>.volumes". The PV controller sends one
 // LocalVolumeDeleteRequest there before it deletes a local-path PV whose

@@ -24,7 +24,7 @@ const (
 	RancherLocalPath     = "rancher.io/local-path"
 	// AnnNodeLocalStoragePath on a Node is the directory the node's agent
 	// keeps local-path volumes under.
-	AnnNodeLocalStoragePath = "storage.orca.dev/local-path"
+	AnnNodeLocalStoragePath = nodeapi.AnnLocalStoragePath
 	// AnnLocalPathNode on a provisioned PV names the node its directory is
 	// on (the node whose agent removes it on reclaim Delete).
 	AnnLocalPathNode = "storage.orca.dev/local-path-node"

@@ -59,6 +59,7 @@ type options struct {
 	containerdAddress string
 	privileged        bool
 	volumeSync        time.Duration
+	localStoragePath  string
 	podNet            podNetOptions
 	// cluster DNS (nodeagent/dns) and pods' resolv.conf
 	clusterDomain string
@@ -165,6 +166,7 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.containerd, "containerd", true, "run container pods (RuntimeClass runc) on containerd; false: WASM pods only")
 	f.StringVar(&o.containerdAddress, "containerd-address", "", "socket of an existing containerd to use (e.g. /run/containerd/containerd.sock); default: start and supervise a private containerd under --data-dir/containerd when the containerd binary is on PATH")
 	f.BoolVar(&o.privileged, "allow-privileged", false, "let containers with securityContext.privileged run (the kubelet's former flag); without it they wait with CreateContainerConfigError")
+	f.StringVar(&o.localStoragePath, "default-local-storage-path", "", "directory of this node's local-path PersistentVolumes (k3s's flag; default <data-dir>/storage), published on the Node for the provisioner")
 	f.DurationVar(&o.volumeSync, "volume-sync-period", 10*time.Second, "how often configMap, secret and projected volumes are re-read and updated in place, and emptyDir sizeLimits checked")
 	f.BoolVar(&o.podNet.enabled, "pod-network", true, "give each container pod a network namespace on the node bridge with its own IP, and each WASM pod an IP of the same range on the node (CNI bridge, host-local, loopback); without the plugins, or off, pods are reached through host ports on the node's IP only")
 	f.StringVar(&o.podNet.cidr, "pod-cidr", "", "IPv4 subnet of this node's pod IPs (default: the Node's spec.podCIDR, else "+podnet.DefaultPodCIDR+")")
@@ -283,7 +285,7 @@ func run(ctx context.Context, o options) error {
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, ProxyServiceCIDRs: nonEmpty(o.serviceCIDR), Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
-		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, ImageGC: imageGC(o),
+		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, LocalStoragePath: o.localStoragePath, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 10 * time.Second,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,
 	})
