@@ -358,6 +358,10 @@ func New(cfg Config) (*Agent, error) {
 		if dc.Logger == nil {
 			dc.Logger = a.log
 		}
+		if pn := cfg.PodNetwork; pn != nil {
+			// The pods' addresses are the DNS server's clients.
+			dc.ClusterCIDRs = append(append([]string(nil), dc.ClusterCIDRs...), pn.ClusterCIDR, pn.PodCIDR)
+		}
 		d, err := clusterdns.New(dc)
 		if err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)

@@ -93,7 +93,7 @@ func TestDNSFromContainer(t *testing.T) {
 		}
 		return fmt.Errorf("bridge %s has addresses %v, not %s", pn.Bridge, addrs, gw)
 	})
-	srv, err := clusterdns.New(clusterdns.Config{Store: e.s, Listen: net.JoinHostPort(gw.String(), "53"), Upstreams: []string{}})
+	srv, err := clusterdns.New(clusterdns.Config{Store: e.s, Listen: net.JoinHostPort(gw.String(), "53"), Upstreams: []string{}, ClusterCIDRs: []string{pn.PodCIDR}})
 	if err != nil {
 		t.Fatal(err)
 	}

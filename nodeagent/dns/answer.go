@@ -10,9 +10,22 @@ import (
 // maxCNAMEChain bounds ExternalName chains inside the zone.
 const maxCNAMEChain = 8
 
+// maxUDPSize bounds the UDP messages read and relayed: the server's read
+// buffer, and the EDNS0 size a forwarded query advertises upstream (so
+// the forwarding client's receive buffer), whatever the client asked:
+// DNS Flag Day 2020 and CoreDNS cap it lower still; larger answers come
+// truncated and the client retries over TCP.
+const maxUDPSize = dns.DefaultMsgSize // 4096
+
 // serveDNS answers one query: names under the zone and known reverse
 // names here, everything else from the upstreams.
 func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
+	if !s.acl.allowed(w.RemoteAddr()) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeRefused)
+		s.write(w, r, m)
+		return
+	}
 	if r.Opcode != dns.OpcodeQuery {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeNotImplemented)
@@ -29,10 +42,21 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	name := strings.ToLower(q.Name)
 	inZone := dns.IsSubDomain(s.zone, name)
 	var ptr []string
+	internalRev := "" // the reverse zone of a cluster/service CIDR holding name's address
 	if !inZone && q.Qtype == dns.TypePTR {
 		ptr = s.idx.lookupPTR(name)
 	}
 	if !inZone && len(ptr) == 0 {
+		if ip, ok := reverseIP(name); ok {
+			for _, p := range s.internal {
+				if p.Contains(ip) {
+					internalRev = reverseZone(p)
+					break
+				}
+			}
+		}
+	}
+	if !inZone && len(ptr) == 0 && internalRev == "" {
 		s.forward(w, r)
 		return
 	}
@@ -45,6 +69,16 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 		s.write(w, r, m)
 		return
 	}
+	if internalRev != "" {
+		// An address of the cluster that names nothing: NXDOMAIN here,
+		// never asked upstream (which would leak the lookup).
+		m.Rcode = dns.RcodeNameError
+		soa := s.soa().(*dns.SOA)
+		soa.Hdr.Name = internalRev
+		m.Ns = []dns.RR{soa}
+		s.write(w, r, m)
+		return
+	}
 	if len(ptr) > 0 {
 		for _, t := range ptr {
 			m.Answer = append(m.Answer, &dns.PTR{Hdr: s.hdr(q.Name, dns.TypePTR), Ptr: t})
@@ -52,7 +86,15 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 		s.write(w, r, m)
 		return
 	}
-	ans, extra, exists := s.resolve(name, q.Qtype, 0)
+	ans, extra, exists := s.resolve(name, q.Qtype, []string{name}, r.RecursionDesired)
+	if exists && ans == nil && extra == nil && s.badExternalName(name) {
+		// A stored ExternalName that is not a domain name (older
+		// objects; the API refuses new ones): SERVFAIL, never a
+		// malformed CNAME.
+		m.Rcode = dns.RcodeServerFailure
+		s.write(w, r, m)
+		return
+	}
 	// Answers carry the question's spelling of the name (0x20 clients).
 	for _, rr := range ans {
 		if strings.EqualFold(rr.Header().Name, q.Name) {
@@ -72,8 +114,10 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 
 // resolve answers name (lower case, under the zone) for qtype: the answer
 // and additional records, and whether the name exists (false: NXDOMAIN).
-// depth counts the ExternalName CNAMEs followed.
-func (s *Server) resolve(name string, qtype uint16, depth int) (ans, extra []dns.RR, exists bool) {
+// chain holds the names of the ExternalName CNAMEs followed, name last;
+// recurse allows asking the upstreams for a target outside the zone (the
+// query's RD bit).
+func (s *Server) resolve(name string, qtype uint16, chain []string, recurse bool) (ans, extra []dns.RR, exists bool) {
 	rel := strings.TrimSuffix(strings.TrimSuffix(name, s.zone), ".")
 	var l []string
 	if rel != "" {
@@ -101,7 +145,7 @@ func (s *Server) resolve(name string, qtype uint16, depth int) (ans, extra []dns
 			if v == nil {
 				return nil, nil, false
 			}
-			ans, extra = s.serviceRecords(v, name, qtype, depth)
+			ans, extra = s.serviceRecords(v, name, qtype, chain, recurse)
 			return ans, extra, true
 		case 4:
 			v := s.idx.view(l[2], l[1])
@@ -178,7 +222,12 @@ func (s *Server) portsOf(v *view) []port {
 }
 
 // serviceRecords answers <svc>.<ns>.svc.<zone>.
-func (s *Server) serviceRecords(v *view, name string, qtype uint16, depth int) (ans, extra []dns.RR) {
+// chain and recurse: see resolve. An ExternalName that is not a valid
+// domain name gives no records (the caller answers SERVFAIL).
+func (s *Server) serviceRecords(v *view, name string, qtype uint16, chain []string, recurse bool) (ans, extra []dns.RR) {
+	if v.badExternalName {
+		return nil, nil
+	}
 	if v.externalName != "" {
 		cname := &dns.CNAME{Hdr: s.hdr(name, dns.TypeCNAME), Target: v.externalName}
 		ans = []dns.RR{cname}
@@ -186,12 +235,23 @@ func (s *Server) serviceRecords(v *view, name string, qtype uint16, depth int) (
 			return ans, nil
 		}
 		if dns.IsSubDomain(s.zone, v.externalName) {
-			if depth < maxCNAMEChain {
-				more, ex, _ := s.resolve(v.externalName, qtype, depth+1)
+			// Follow the chain inside the zone, stopping at a name
+			// already in it (a self-reference ends after its one
+			// CNAME) or after maxCNAMEChain.
+			for _, n := range chain {
+				if n == v.externalName {
+					return ans, nil
+				}
+			}
+			if len(chain) <= maxCNAMEChain {
+				more, ex, _ := s.resolve(v.externalName, qtype, append(chain[:len(chain):len(chain)], v.externalName), recurse)
 				ans = append(ans, more...)
 				extra = append(extra, ex...)
 			}
 			return ans, extra
+		}
+		if !recurse {
+			return ans, nil
 		}
 		return append(ans, s.upstreamAnswer(v.externalName, qtype)...), nil
 	}
@@ -209,6 +269,17 @@ func (s *Server) serviceRecords(v *view, name string, qtype uint16, depth int) (
 		return s.srv(v, name, func(p port) bool { return true })
 	}
 	return nil, nil
+}
+
+// badExternalName reports whether name (lower case, in the zone) is an
+// ExternalName Service whose target is not a valid domain name.
+func (s *Server) badExternalName(name string) bool {
+	l := dns.SplitDomainName(strings.TrimSuffix(strings.TrimSuffix(name, s.zone), "."))
+	if len(l) != 3 || l[2] != "svc" {
+		return false
+	}
+	v := s.idx.view(l[1], l[0])
+	return v != nil && v.badExternalName
 }
 
 // srv returns the SRV records of name for the ports of v that match,
@@ -292,24 +363,63 @@ func (s *Server) write(w dns.ResponseWriter, r, m *dns.Msg) {
 	}
 }
 
+// acquire takes a forwarding slot; false when MaxConcurrent are in
+// flight. release gives it back.
+func (s *Server) acquire() bool {
+	if s.forwards == nil {
+		return true
+	}
+	select {
+	case s.forwards <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) release() {
+	if s.forwards != nil {
+		<-s.forwards
+	}
+}
+
+// upstreamQuery is r as sent upstream: its EDNS0 buffer size cut to
+// maxUDPSize, so that the forwarding client's receive buffer is bounded.
+func upstreamQuery(r *dns.Msg) *dns.Msg {
+	opt := r.IsEdns0()
+	if opt == nil || opt.UDPSize() <= maxUDPSize {
+		return r
+	}
+	q := r.Copy()
+	q.IsEdns0().SetUDPSize(maxUDPSize)
+	return q
+}
+
 // forward sends r to the upstreams in order over the client's transport
-// and relays the first answer; REFUSED without upstreams, SERVFAIL when
-// none answers.
+// and relays the first answer; REFUSED without upstreams, for a query
+// without RD (recursion not desired: this server only recurses) and when
+// MaxConcurrent forwards are in flight (as CoreDNS's forward plugin),
+// SERVFAIL when none answers.
 func (s *Server) forward(w dns.ResponseWriter, r *dns.Msg) {
 	ups := s.Upstreams()
-	if len(ups) == 0 {
+	if len(ups) == 0 || !r.RecursionDesired || !s.acquire() {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeRefused)
+		m.RecursionAvailable = len(ups) > 0
 		s.write(w, r, m)
 		return
 	}
+	defer s.release()
 	netw := "udp"
 	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
 		netw = "tcp"
 	}
-	c := &dns.Client{Net: netw, Timeout: s.cfg.ForwardTimeout, UDPSize: dns.MaxMsgSize}
+	// UDP: the receive buffer is the query's EDNS0 size (at most
+	// maxUDPSize) or 512 bytes; TCP reads each answer at its length.
+	c := &dns.Client{Net: netw, Timeout: s.cfg.ForwardTimeout}
+	q := upstreamQuery(r)
 	for _, up := range ups {
-		resp, _, err := c.Exchange(r, up)
+		resp, _, err := c.Exchange(q, up)
 		if err != nil {
 			s.log.Debug("dns upstream failed", "upstream", up, "err", err)
 			continue
@@ -324,19 +434,37 @@ func (s *Server) forward(w dns.ResponseWriter, r *dns.Msg) {
 }
 
 // upstreamAnswer asks the upstreams for name/qtype (over TCP, whole
-// answers) and returns the answer section, nil when none answers.
+// answers) and returns the answer section, nil when none answers or
+// MaxConcurrent forwards are in flight.
 func (s *Server) upstreamAnswer(name string, qtype uint16) []dns.RR {
 	if qtype == dns.TypeANY {
 		qtype = dns.TypeA
 	}
+	if !s.acquire() {
+		return nil
+	}
+	defer s.release()
 	q := new(dns.Msg)
 	q.SetQuestion(name, qtype)
 	c := &dns.Client{Net: "tcp", Timeout: s.cfg.ForwardTimeout}
 	for _, up := range s.Upstreams() {
 		resp, _, err := c.Exchange(q, up)
 		if err == nil && resp.Rcode == dns.RcodeSuccess {
-			return resp.Answer
+			return validRRs(resp.Answer)
 		}
 	}
 	return nil
+}
+
+// validRRs keeps the records whose owner and target names are valid
+// domain names (an upstream's answer is relayed inside ours).
+func validRRs(rrs []dns.RR) []dns.RR {
+	out := rrs[:0]
+	for _, rr := range rrs {
+		if _, ok := dns.IsDomainName(rr.Header().Name); !ok {
+			continue
+		}
+		out = append(out, rr)
+	}
+	return out
 }

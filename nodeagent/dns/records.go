@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/miekg/dns"
 )
@@ -19,10 +20,16 @@ type view struct {
 	// externalName is the CNAME target of a type ExternalName Service
 	// (fully qualified, lower case), "" otherwise.
 	externalName string
-	headless     bool
-	clusterIPs   []net.IP
-	ports        []port     // the Service's ports (ClusterIP Services)
-	endpoints    []endpoint // ready endpoints (headless Services)
+	// badExternalName: the Service's externalName is not a DNS-1123
+	// subdomain (a stored object older than the API's check); its name
+	// is answered SERVFAIL.
+	badExternalName bool
+	headless        bool
+	clusterIPs      []net.IP
+	ports           []port // the Service's ports (ClusterIP Services)
+	// endpoints are the ready endpoints: records of headless Services,
+	// and PTR names of every Service's endpoints (as CoreDNS).
+	endpoints []endpoint
 }
 
 // port is one named or unnamed port, protocol lower case ("tcp").
@@ -134,7 +141,14 @@ func (x *index) buildView(svc *corev1.Service, slices []*discoveryv1.EndpointSli
 		if svc.Spec.ExternalName == "" {
 			return v
 		}
-		v.externalName = dns.CanonicalName(svc.Spec.ExternalName)
+		en := strings.ToLower(strings.TrimSuffix(svc.Spec.ExternalName, "."))
+		// Kubernetes' ValidateService rule: a DNS-1123 subdomain (which
+		// also bounds it to 253 characters, a name that fits a message).
+		if len(validation.IsDNS1123Subdomain(en)) > 0 {
+			v.badExternalName = true
+			return v
+		}
+		v.externalName = en + "."
 		return v
 	}
 	ips := svc.Spec.ClusterIPs
@@ -151,9 +165,6 @@ func (x *index) buildView(svc *corev1.Service, slices []*discoveryv1.EndpointSli
 	}
 	for _, p := range svc.Spec.Ports {
 		v.ports = append(v.ports, port{name: strings.ToLower(p.Name), proto: protoOf(p.Protocol), port: uint16(p.Port)})
-	}
-	if !v.headless {
-		return v
 	}
 	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
 	seen := map[string]bool{}
@@ -185,7 +196,7 @@ func (x *index) buildView(svc *corev1.Service, slices []*discoveryv1.EndpointSli
 			if len(ep.ips) == 0 {
 				continue
 			}
-			if e.Hostname != nil && *e.Hostname != "" {
+			if e.Hostname != nil && *e.Hostname != "" && len(validation.IsDNS1123Label(strings.ToLower(*e.Hostname))) == 0 {
 				ep.label = strings.ToLower(*e.Hostname)
 			} else {
 				ep.label = dashed(ep.ips[0])

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -88,9 +89,31 @@ type Config struct {
 	TTL uint32
 	// ForwardTimeout bounds one upstream exchange. Default 2s.
 	ForwardTimeout time.Duration
+	// ClusterCIDRs are the pod networks ("10.42.0.0/16", the agent's
+	// --cluster-cidr): their clients are answered, and a PTR query for an
+	// address inside them (or ServiceCIDRs) that names no endpoint or
+	// ClusterIP is NXDOMAIN here, never forwarded.
+	ClusterCIDRs []string
+	// ServiceCIDRs are the ClusterIP ranges (--service-cidr), used only
+	// for the reverse names above.
+	ServiceCIDRs []string
+	// AllowedNetworks are further client networks answered (CIDRs or
+	// single addresses), as CoreDNS's acl plugin "allow net". Besides
+	// them and ClusterCIDRs only loopback and the node's own interface
+	// addresses are answered; every other client gets REFUSED.
+	AllowedNetworks []string
+	// MaxConcurrent caps the queries being forwarded upstream at once
+	// (CoreDNS forward's max_concurrent, 1000 in Kubernetes' Corefile);
+	// a query over it is answered REFUSED, as CoreDNS does. Default
+	// DefaultMaxConcurrent; negative: no cap.
+	MaxConcurrent int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMaxConcurrent is Config.MaxConcurrent's default, the
+// max_concurrent of the forward plugin in Kubernetes' CoreDNS Corefile.
+const DefaultMaxConcurrent = 1000
 
 // Server is the DNS server. Create it with New, start it with Run.
 type Server struct {
@@ -103,6 +126,9 @@ type Server struct {
 	slices      *store.Informer
 	queue       workqueue.TypedInterface[string] // Service keys to rebuild
 	upstreams   []string
+	acl         *acl
+	internal    []netip.Prefix // ClusterCIDRs and ServiceCIDRs
+	forwards    chan struct{}  // one token per forward in flight; nil: no cap
 
 	mu    sync.Mutex
 	addr  string // bound address; set before ready closes
@@ -139,6 +165,25 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	clusterNets, err := parsePrefixes("cluster CIDR", cfg.ClusterCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	serviceNets, err := parsePrefixes("service CIDR", cfg.ServiceCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	allowNets, err := parsePrefixes("allowed network", cfg.AllowedNetworks)
+	if err != nil {
+		return nil, err
+	}
+	var forwards chan struct{}
+	if cfg.MaxConcurrent > 0 {
+		forwards = make(chan struct{}, cfg.MaxConcurrent)
+	}
 	ownServices := false
 	if cfg.Services == nil {
 		cfg.Services = store.NewInformer(cfg.Store, store.Services)
@@ -154,6 +199,9 @@ func New(cfg Config) (*Server, error) {
 		slices:      store.NewInformer(cfg.Store, store.EndpointSlices),
 		queue:       workqueue.NewTyped[string](),
 		ready:       make(chan struct{}),
+		acl:         &acl{nets: append(clusterNets, allowNets...)},
+		internal:    append(clusterNets, serviceNets...),
+		forwards:    forwards,
 	}, nil
 }
 
@@ -227,7 +275,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.slices.Run(ctx) }()
 
 	h := dns.HandlerFunc(s.serveDNS)
-	udp := &dns.Server{PacketConn: pc, Handler: h, UDPSize: dns.MaxMsgSize}
+	udp := &dns.Server{PacketConn: pc, Handler: h, UDPSize: maxUDPSize}
+	// TCP: miekg/dns's bounds, 2 s to read a query, 8 s idle, 128
+	// queries a connection.
 	tcp := &dns.Server{Listener: l, Handler: h}
 	for _, srv := range []*dns.Server{udp, tcp} {
 		wg.Add(1)

@@ -66,6 +66,8 @@ type options struct {
 	clusterDNS    []string
 	dnsAddress    string
 	resolvConf    string
+	dnsAllow      []string
+	dnsMaxConc    int
 	// images: see the README's Images section
 	insecureRegistries []string
 	imageGCHigh        int
@@ -112,7 +114,9 @@ func (o options) dnsConfig() *clusterdns.Config {
 	case "":
 		addr = net.JoinHostPort(o.nodeIP, "53")
 	}
-	return &clusterdns.Config{Listen: addr, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf}
+	return &clusterdns.Config{Listen: addr, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf,
+		ClusterCIDRs: []string{o.podNet.clusterCIDR, o.podNet.cidr}, ServiceCIDRs: []string{o.serviceCIDR},
+		AllowedNetworks: o.dnsAllow, MaxConcurrent: o.dnsMaxConc}
 }
 
 // routes is the route manager's config of --pod-network-backend; with
@@ -177,6 +181,8 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.podNet.clusterCIDR, "cluster-cidr", "10.42.0.0/16", "the cluster's pod network (orca-server's --cluster-cidr): pod traffic to it is not masqueraded, so pods on other nodes see the pod's own address; \"\" exempts only this node's pod CIDR")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, as the kubelet's: the zone the agent's DNS server answers and container pods' search domains")
 	f.StringVar(&o.dnsAddress, "dns-address", "", "host:port the agent's cluster DNS server listens on, UDP and TCP (default: --node-ip:53); \"off\": no DNS server")
+	f.StringSliceVar(&o.dnsAllow, "dns-allowed-networks", nil, "further client networks (CIDRs or addresses) the DNS server answers, as CoreDNS's acl \"allow net\"; besides them only --cluster-cidr, --pod-cidr, loopback and the node's own addresses are answered, other clients get REFUSED")
+	f.IntVar(&o.dnsMaxConc, "dns-max-concurrent", clusterdns.DefaultMaxConcurrent, "queries the DNS server forwards upstream at once, as CoreDNS forward's max_concurrent; more are answered REFUSED (-1: no cap)")
 	f.StringSliceVar(&o.clusterDNS, "cluster-dns", nil, "nameserver IPs of container pods with dnsPolicy ClusterFirst, as the kubelet's (default: the host of --dns-address, this agent's own server, unless a loopback address: then none, and such pods get the node's resolv.conf; pods always ask on port 53)")
 	f.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolv.conf, as the kubelet's: pods with dnsPolicy Default get its nameservers and search domains, and the DNS server forwards names outside --cluster-domain to its nameservers")
 	f.StringSliceVar(&o.insecureRegistries, "insecure-registries", nil, "registry hosts (host:port, as image references name them) pulled from over plain HTTP; loopback registries always are")
