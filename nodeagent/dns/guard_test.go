@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
@@ -542,5 +541,4 @@ func TestBadExternalName(t *testing.T) {
 			})
 		}
 	}
-	_ = discoveryv1.AddressTypeIPv4
 }
