@@ -43,10 +43,14 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	inZone := dns.IsSubDomain(s.zone, name)
 	var ptr []string
 	internalRev := "" // the reverse zone of a cluster/service CIDR holding name's address
-	if !inZone && q.Qtype == dns.TypePTR {
+	if !inZone {
 		ptr = s.idx.lookupPTR(name)
 	}
-	if !inZone && len(ptr) == 0 {
+	nodata := false // a known reverse name asked for another type
+	if len(ptr) > 0 && q.Qtype != dns.TypePTR && q.Qtype != dns.TypeANY {
+		ptr, nodata = nil, true
+	}
+	if !inZone && len(ptr) == 0 && !nodata {
 		if ip, ok := reverseIP(name); ok {
 			for _, p := range s.internal {
 				if p.Contains(ip) {
@@ -56,7 +60,7 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 			}
 		}
 	}
-	if !inZone && len(ptr) == 0 && internalRev == "" {
+	if !inZone && len(ptr) == 0 && internalRev == "" && !nodata {
 		s.forward(w, r)
 		return
 	}
@@ -66,6 +70,10 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	m.RecursionAvailable = len(s.Upstreams()) > 0
 	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
 		m.Rcode = dns.RcodeRefused
+		s.write(w, r, m)
+		return
+	}
+	if nodata {
 		s.write(w, r, m)
 		return
 	}

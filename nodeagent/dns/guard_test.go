@@ -489,6 +489,10 @@ func TestReversePTR(t *testing.T) {
 			t.Errorf("%s: %s, authority %v, want NXDOMAIN with the SOA of %s", c.name, dns.RcodeToString[r.Rcode], r.Ns, c.soa)
 		}
 	}
+	// Another type of a known reverse name: NODATA here.
+	if r := query(t, "udp", srv.Addr(), "5.0.42.10.in-addr.arpa.", dns.TypeA); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 || !r.Authoritative {
+		t.Errorf("A of a known reverse name: %s %v", dns.RcodeToString[r.Rcode], answers(r.Answer))
+	}
 	if got := n.Load(); got != 0 {
 		t.Errorf("%d reverse lookups of cluster addresses went upstream", got)
 	}

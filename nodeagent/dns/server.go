@@ -26,8 +26,17 @@
 //     CoreDNS names endpoints.
 //   - <a-b-c-d>.<ns>.pod.<domain> A (and IPv6 dashed) for any address, as
 //     kube-dns and CoreDNS's "pods insecure" mode.
-//   - PTR for ClusterIPs (-> the Service name) and headless endpoint
-//     addresses (-> the endpoint name); other reverse names are forwarded.
+//   - PTR for ClusterIPs (-> the Service name) and the endpoint
+//     addresses of every Service (-> the endpoint name), as CoreDNS; any
+//     other address inside Config.ClusterCIDRs or ServiceCIDRs is
+//     NXDOMAIN here; other reverse names are forwarded.
+//
+// Only clients from loopback, the node's own addresses, ClusterCIDRs and
+// AllowedNetworks are answered (others: REFUSED, as CoreDNS's acl
+// plugin); queries without RD are never forwarded; at most MaxConcurrent
+// forwards are in flight (REFUSED beyond, as CoreDNS's forward plugin),
+// each with a receive buffer of at most 4096 bytes. An ExternalName that
+// is not a DNS-1123 subdomain is answered SERVFAIL.
 //
 // A name under the zone that exists with no record of the asked type gets
 // NOERROR with no answer (NODATA), a name that does not exist NXDOMAIN;
