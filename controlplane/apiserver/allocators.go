@@ -82,6 +82,9 @@ func (s *Server) usedAddresses(ctx context.Context, skip string) (map[string]boo
 				ports[p.NodePort] = true
 			}
 		}
+		if hc := svc.Spec.HealthCheckNodePort; hc != 0 {
+			ports[hc] = true
+		}
 	}
 	return ips, ports, nil
 }
@@ -133,15 +136,26 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 	var gotIP string
 	var gotPorts []int32
 	sp := &svc.Spec
-	if old != nil && sp.ClusterIP == "" && sp.Type != corev1.ServiceTypeExternalName {
-		sp.ClusterIP, sp.ClusterIPs = old.Spec.ClusterIP, old.Spec.ClusterIPs
+	if sp.Type == corev1.ServiceTypeExternalName {
+		// No addresses; a clusterIP or family sent is refused by validation.
+		return func() {}, nil
 	}
+	if old != nil && sp.ClusterIP == "" && old.Spec.Type != corev1.ServiceTypeExternalName {
+		sp.ClusterIP = old.Spec.ClusterIP
+		if len(sp.ClusterIPs) == 0 {
+			sp.ClusterIPs = old.Spec.ClusterIPs
+		}
+	}
+	errs = append(errs, a.checkFamilies(sp)...)
 	switch {
-	case sp.Type == corev1.ServiceTypeExternalName:
-		sp.ClusterIP, sp.ClusterIPs = "", nil
 	case sp.ClusterIP == corev1.ClusterIPNone:
-		sp.ClusterIPs = []string{corev1.ClusterIPNone}
+		if len(sp.ClusterIPs) == 0 {
+			sp.ClusterIPs = []string{corev1.ClusterIPNone}
+		}
 	case sp.ClusterIP == "":
+		if len(sp.ClusterIPs) > 0 {
+			break // "must be empty when `clusterIP` is not specified": validation's
+		}
 		ip, ok := a.nextIP(ips)
 		if !ok {
 			return nil, apierrors.NewInternalError(fmt.Errorf("allocate cluster IP for service %s/%s: range %s is full", svc.Namespace, svc.Name, a.prefix))
@@ -153,18 +167,36 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 		switch {
 		case perr != nil:
 			errs = append(errs, field.Invalid(p, sp.ClusterIP, "must be a valid IP address"))
-		case !a.prefix.Contains(addr):
+		case addr.Is6() && !addr.Is4In6():
+			errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), sp.ClusterIPs, "IPv6 is not configured on this cluster"))
+		case !a.inRange(addr):
+			// As kube-apiserver's ipallocator: the network and broadcast
+			// addresses of the range are not in it.
 			errs = append(errs, field.Invalid(p, sp.ClusterIP, fmt.Sprintf("provided IP is not in the valid range. The range of valid IPs is %s", a.prefix)))
 		case ips[sp.ClusterIP] && (old == nil || old.Spec.ClusterIP != sp.ClusterIP):
 			errs = append(errs, field.Invalid(p, sp.ClusterIP, "provided IP is already allocated"))
 		}
-		sp.ClusterIPs = []string{sp.ClusterIP}
+		if len(sp.ClusterIPs) == 0 {
+			sp.ClusterIPs = []string{sp.ClusterIP}
+		}
 	}
-	if sp.ClusterIP != "" && sp.ClusterIP != corev1.ClusterIPNone {
-		sp.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+	if sp.ClusterIP != corev1.ClusterIPNone && len(errs) == 0 {
+		if len(sp.IPFamilies) == 0 {
+			sp.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		}
 		if sp.IPFamilyPolicy == nil {
 			pol := corev1.IPFamilyPolicySingleStack
 			sp.IPFamilyPolicy = &pol
+		}
+	}
+	// externalIPs inside the service CIDR could only take another
+	// Service's ClusterIP (or one it will get): refused, unlike
+	// kube-apiserver (CVE-2020-8554; its DenyServiceExternalIPs admission
+	// plugin refuses every externalIP).
+	for i, ip := range sp.ExternalIPs {
+		if addr, err := netip.ParseAddr(ip); err == nil && a.prefix.Contains(addr.Unmap()) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "externalIPs").Index(i), ip,
+				fmt.Sprintf("may not be in the service CIDR %s (it would take the address of a Service's ClusterIP)", a.prefix)))
 		}
 	}
 	// As kube-apiserver's shouldAllocateNodePorts: NodePort Services, and
@@ -178,6 +210,9 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 				oldPorts[p.Port] = p.NodePort
 				delete(ports, p.NodePort) // ours
 			}
+		}
+		if hc := old.Spec.HealthCheckNodePort; hc != 0 {
+			delete(ports, hc)
 		}
 	}
 	// byPort is the nodePort given to each service port number in this
@@ -239,6 +274,28 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 		take(port.NodePort)
 		byPort[port.Port] = port.NodePort
 	}
+	// A LoadBalancer with externalTrafficPolicy Local gets a
+	// healthCheckNodePort from the node port range (kube-apiserver's
+	// allocHealthCheckNodePort), the stored one on an update.
+	if needsHC := sp.Type == corev1.ServiceTypeLoadBalancer && sp.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal; needsHC {
+		p := field.NewPath("spec", "healthCheckNodePort")
+		switch hc := sp.HealthCheckNodePort; {
+		case hc == 0:
+			np, ok := a.nextPort(ports)
+			if !ok {
+				return nil, apierrors.NewInternalError(fmt.Errorf("allocate health check node port for service %s/%s: range %d-%d is full", svc.Namespace, svc.Name, a.portLo, a.portHi))
+			}
+			sp.HealthCheckNodePort = np
+			take(np)
+		case old != nil && old.Spec.HealthCheckNodePort == hc:
+		case int(hc) < a.portLo || int(hc) > a.portHi:
+			errs = append(errs, field.Invalid(p, hc, fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %d-%d", a.portLo, a.portHi)))
+		case ports[hc]:
+			errs = append(errs, field.Invalid(p, hc, "provided port is already allocated"))
+		default:
+			take(hc)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(store.Services.GroupVersion().WithKind("Service").GroupKind(), svc.Name, errs)
 	}
@@ -256,6 +313,35 @@ func (s *Server) allocateService(ctx context.Context, svc, old *corev1.Service) 
 			delete(a.pendingPorts, p)
 		}
 	}, nil
+}
+
+// checkFamilies refuses what this single-stack IPv4 cluster cannot give,
+// as kube-apiserver's initIPFamilyFields: ipFamilyPolicy RequireDualStack
+// ("this cluster is not configured for dual-stack services") and an
+// ipFamilies entry IPv6 ("not configured on this cluster"). Headless
+// Services without a selector may ask for both families (their
+// Endpoints are the user's), as there.
+func (a *allocator) checkFamilies(sp *corev1.ServiceSpec) field.ErrorList {
+	if sp.ClusterIP == corev1.ClusterIPNone && len(sp.Selector) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	if sp.IPFamilyPolicy != nil && *sp.IPFamilyPolicy == corev1.IPFamilyPolicyRequireDualStack {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "ipFamilyPolicy"), *sp.IPFamilyPolicy, "this cluster is not configured for dual-stack services"))
+	}
+	for i, f := range sp.IPFamilies {
+		if f == corev1.IPv6Protocol {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "ipFamilies").Index(i), f, "not configured on this cluster"))
+		}
+	}
+	return errs
+}
+
+// inRange reports whether addr may be a ClusterIP: inside the prefix and
+// neither its network nor its broadcast address.
+func (a *allocator) inRange(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	return a.prefix.Contains(addr) && addr != a.prefix.Addr() && a.prefix.Contains(addr.Next())
 }
 
 // nextIP returns the lowest free address of the prefix, skipping the

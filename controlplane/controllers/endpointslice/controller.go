@@ -34,11 +34,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	epctl "github.com/orca-edge/orca/controlplane/controllers/endpoints"
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -129,6 +131,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			pods = append(pods, o.(*corev1.Pod))
 		}
 		want = SlicesForService(svc, pods)
+		if len(want) == 0 {
+			want = []*discoveryv1.EndpointSlice{placeholder(svc)}
+		}
 	default:
 		if obj, ok := c.endpoints.Get(ns, name); ok && obj.GetLabels()[discoveryv1.LabelSkipMirror] != "true" {
 			want = SlicesFor(obj.(*corev1.Endpoints))
@@ -199,7 +204,13 @@ func SlicesForService(svc *corev1.Service, pods []*corev1.Pod) []*discoveryv1.En
 		}
 		ip, ports, ok := epctl.PodPorts(svc, pod)
 		if !ok {
-			continue
+			// No Service port resolves on the pod: it is still an
+			// endpoint, in a slice without ports, as Kubernetes'
+			// getEndpointPorts skips the ports FindPort does not find.
+			ip, ports = pod.Status.PodIP, nil
+		}
+		if len(core.ValidateEndpointIP(ip, field.NewPath("ip"))) > 0 {
+			continue // a pod IP no slice may hold (the apiserver refuses it)
 		}
 		at := discoveryv1.AddressTypeIPv4
 		if strings.Contains(ip, ":") {
@@ -285,25 +296,39 @@ func SlicesForService(svc *corev1.Service, pods []*corev1.Pod) []*discoveryv1.En
 }
 
 // SlicesFor mirrors ep (the Endpoints of a Service without a selector)
-// into one EndpointSlice per subset, as the EndpointSliceMirroring
-// controller: ready addresses become endpoints with ready and serving
-// true, not-ready ones with both false; ports keep their names and
-// protocols (TCP when unset) and appProtocols.
+// into EndpointSlices, as the EndpointSliceMirroring controller: each
+// subset's addresses by family (one slice per subset and address type,
+// split at MaxEndpointsPerSlice, at most 1000 addresses a subset as the
+// mirroring controller's maxEndpointsPerSubset); ready addresses become
+// endpoints with ready and serving true, not-ready ones with both false;
+// ports keep their names and protocols (TCP when unset) and
+// appProtocols. Addresses no slice may hold (core.ValidateEndpointIP) are
+// skipped, as the mirroring controller skips invalid ones.
 func SlicesFor(ep *corev1.Endpoints) []*discoveryv1.EndpointSlice {
+	const maxEndpointsPerSubset = 1000
 	var out []*discoveryv1.EndpointSlice
 	base := ep.Name
 	if len(base) > 240 {
 		base = base[:240]
 	}
-	for i, ss := range ep.Subsets {
-		sl := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ep.Namespace, Name: fmt.Sprintf("%s-%d", base, i),
-				Labels: map[string]string{discoveryv1.LabelServiceName: ep.Name, discoveryv1.LabelManagedBy: ManagedBy}},
-			AddressType: discoveryv1.AddressTypeIPv4,
+	for _, ss := range ep.Subsets {
+		var ports []discoveryv1.EndpointPort
+		for _, p := range ss.Ports {
+			if p.Protocol == "" {
+				p.Protocol = corev1.ProtocolTCP
+			}
+			ports = append(ports, discoveryv1.EndpointPort{Name: &p.Name, Port: &p.Port, Protocol: &p.Protocol, AppProtocol: p.AppProtocol})
 		}
+		byType := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
+		n := 0
 		add := func(a corev1.EndpointAddress, ready bool) {
+			if n >= maxEndpointsPerSubset || len(core.ValidateEndpointIP(a.IP, field.NewPath("ip"))) > 0 {
+				return
+			}
+			n++
+			at := discoveryv1.AddressTypeIPv4
 			if strings.Contains(a.IP, ":") {
-				sl.AddressType = discoveryv1.AddressTypeIPv6
+				at = discoveryv1.AddressTypeIPv6
 			}
 			e := discoveryv1.Endpoint{Addresses: []string{a.IP}, TargetRef: a.TargetRef.DeepCopy(),
 				Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &ready, Terminating: new(bool)}}
@@ -314,7 +339,7 @@ func SlicesFor(ep *corev1.Endpoints) []*discoveryv1.EndpointSlice {
 			if a.Hostname != "" {
 				e.Hostname = &a.Hostname
 			}
-			sl.Endpoints = append(sl.Endpoints, e)
+			byType[at] = append(byType[at], e)
 		}
 		for _, a := range ss.Addresses {
 			add(a, true)
@@ -322,13 +347,43 @@ func SlicesFor(ep *corev1.Endpoints) []*discoveryv1.EndpointSlice {
 		for _, a := range ss.NotReadyAddresses {
 			add(a, false)
 		}
-		for _, p := range ss.Ports {
-			if p.Protocol == "" {
-				p.Protocol = corev1.ProtocolTCP
+		for _, at := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+			eps := byType[at]
+			for start := 0; start < len(eps); start += MaxEndpointsPerSlice {
+				end := min(start+MaxEndpointsPerSlice, len(eps))
+				out = append(out, &discoveryv1.EndpointSlice{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ep.Namespace, Name: fmt.Sprintf("%s-%d", base, len(out)),
+						Labels: map[string]string{discoveryv1.LabelServiceName: ep.Name, discoveryv1.LabelManagedBy: ManagedBy}},
+					AddressType: at, Endpoints: eps[start:end], Ports: ports,
+				})
 			}
-			sl.Ports = append(sl.Ports, discoveryv1.EndpointPort{Name: &p.Name, Port: &p.Port, Protocol: &p.Protocol, AppProtocol: p.AppProtocol})
 		}
-		out = append(out, sl)
 	}
 	return out
+}
+
+// placeholder is the slice of a Service with a selector but no endpoints,
+// as Kubernetes' EndpointSlice controller keeps one: no endpoints, no
+// ports, the address type of the Service's first family (IPv4 by
+// default).
+func placeholder(svc *corev1.Service) *discoveryv1.EndpointSlice {
+	at := discoveryv1.AddressTypeIPv4
+	if len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol {
+		at = discoveryv1.AddressTypeIPv6
+	}
+	base := svc.Name
+	if len(base) > 240 {
+		base = base[:240]
+	}
+	lbls := map[string]string{}
+	for k, v := range svc.Labels {
+		lbls[k] = v
+	}
+	lbls[discoveryv1.LabelServiceName] = svc.Name
+	lbls[discoveryv1.LabelManagedBy] = ManagedBy
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		lbls[corev1.IsHeadlessService] = ""
+	}
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: base + "-0", Labels: lbls},
+		AddressType: at, Endpoints: []discoveryv1.Endpoint{}, Ports: []discoveryv1.EndpointPort{}}
 }

@@ -262,3 +262,65 @@ func TestSlicesFollowPods(t *testing.T) {
 	}
 	expect("")
 }
+
+// A Service with a selector keeps one placeholder slice while no pod
+// backs it, as Kubernetes' controller; a pod on which no Service port
+// resolves (a targetPort name it lacks) is an endpoint of a slice
+// without ports, as there; the mirrored Endpoints' special addresses
+// are skipped and its families split, so every slice is one the API
+// accepts.
+func TestPlaceholderAndValidSlices(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start(ctx, t, s)
+	list := func() string {
+		objs, _, err := s.List(ctx, store.EndpointSlices, "default")
+		if err != nil {
+			return err.Error()
+		}
+		var sl []*discoveryv1.EndpointSlice
+		for _, o := range objs {
+			sl = append(sl, o.(*discoveryv1.EndpointSlice))
+		}
+		return describe(sl)
+	}
+	expect := func(want string) {
+		t.Helper()
+		storetest.Eventually(t, 10*time.Second, func() error {
+			if d := list(); d != want {
+				return fmt.Errorf("slices %s, want %s", d, want)
+			}
+			return nil
+		})
+	}
+	if _, err := s.Create(ctx, store.Services, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("nope")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	expect("web-0[ ]:;")
+	o, _ := s.Get(ctx, store.EndpointSlices, "default", "web-0")
+	if sl := o.(*discoveryv1.EndpointSlice); sl.AddressType != discoveryv1.AddressTypeIPv4 || len(sl.OwnerReferences) != 1 {
+		t.Errorf("placeholder %+v", sl)
+	}
+	if _, err := s.Create(ctx, store.Pods, testPod("a", "10.42.0.2", 8080, true)); err != nil {
+		t.Fatal(err)
+	}
+	expect("web-0[ ]: 10.42.0.2=true/true/false;")
+
+	// Mirroring: link-local and unspecified addresses are dropped,
+	// IPv4 and IPv6 go to slices of their own.
+	ep := endpoints([]string{"10.0.0.2", "169.254.169.254", "fd00::2", "0.0.0.0"}, nil, 41000)
+	ep.Name = "manual"
+	got := SlicesFor(ep)
+	if len(got) != 2 || got[0].AddressType != discoveryv1.AddressTypeIPv4 || len(got[0].Endpoints) != 1 || got[0].Endpoints[0].Addresses[0] != "10.0.0.2" ||
+		got[1].AddressType != discoveryv1.AddressTypeIPv6 || len(got[1].Endpoints) != 1 {
+		t.Errorf("mirrored %s", describe(got))
+	}
+	reg := builtin.New()
+	for _, sl := range got {
+		if _, err := reg.Create(ctx, s, store.EndpointSlices, sl); err != nil {
+			t.Errorf("a mirrored slice the API refuses: %v", err)
+		}
+	}
+}

@@ -107,6 +107,7 @@ func TestSetsAndClearsIngress(t *testing.T) {
 	o, _ = s.Get(ctx, store.Services, "default", "lb")
 	lb := o.(*corev1.Service)
 	lb.Spec.Type = corev1.ServiceTypeNodePort
+	lb.Spec.AllocateLoadBalancerNodePorts = nil // as the API's type change drops it (dropTypeDependentFields)
 	if _, err := s.Update(ctx, store.Services, lb); err != nil {
 		t.Fatal(err)
 	}
