@@ -295,13 +295,34 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 	if obj.GetName() != ri.name {
 		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), ri.name))
 	}
-	out, err := s.updateObject(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), func(store.Object) (store.Object, error) {
-		return obj.DeepCopyObject().(store.Object), nil
-	})
+	out, err := s.updateObjectFrom(c.Request().Context(), ri, isDryRun(c.Request().URL.Query()), replaceWith(ri, obj, data), false)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, out)
+}
+
+// replaceWith is the PUT handler's mutate: its first call returns obj
+// (decoded from data) itself, which updateObject's rules then modify;
+// a later call (another attempt after a conflict or a stale cached
+// object) returns data decoded again, as obj was before the first
+// attempt, rather than every attempt working on a copy of obj.
+func replaceWith(ri reqInfo, obj store.Object, data []byte) func(store.Object) (store.Object, error) {
+	first := true
+	return func(store.Object) (store.Object, error) {
+		if first {
+			first = false
+			return obj, nil
+		}
+		again, err := decodeObject(ri.res, data)
+		if err != nil {
+			return nil, err
+		}
+		if again.GetName() == "" {
+			again.SetName(ri.name)
+		}
+		return again, nil
+	}
 }
 
 // updateObject reads the stored object, lets mutate produce the new one,
@@ -314,10 +335,21 @@ func (s *Server) update(c echo.Context, ri reqInfo) error {
 // An update that leaves an object marked for deletion without finalizers
 // (and with a zero grace period) deletes it.
 func (s *Server) updateObject(ctx context.Context, ri reqInfo, dryRun bool, mutate func(cur store.Object) (store.Object, error)) (store.Object, error) {
+	return s.updateObjectFrom(ctx, ri, dryRun, mutate, true)
+}
+
+// updateObjectFrom is updateObject; with copyCur false, mutate is given
+// the current object itself, which it must not modify (the PUT handler's
+// ignores it), instead of a copy.
+func (s *Server) updateObjectFrom(ctx context.Context, ri reqInfo, dryRun bool, mutate func(cur store.Object) (store.Object, error), copyCur bool) (store.Object, error) {
 	r, k := ri.res, ri.kind
 	var dry store.Object // the would-be object of a dry run
 	out, err := s.st.GuaranteedUpdate(ctx, r, ri.namespace, ri.name, nil, func(cur store.Object) (store.Object, error) {
-		obj, err := mutate(cur.DeepCopyObject().(store.Object))
+		given := cur
+		if copyCur {
+			given = cur.DeepCopyObject().(store.Object)
+		}
+		obj, err := mutate(given)
 		if err != nil {
 			return nil, err
 		}

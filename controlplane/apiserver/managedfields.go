@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -23,8 +24,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/schemaconv"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -77,7 +82,7 @@ type fieldManagers struct {
 	// definitions, built on first use (about 20 ms) from the models
 	// openAPIKinds lists, as kube-apiserver builds its own from its
 	// static OpenAPI spec; nil until then and after reg changed.
-	typed   managedfields.TypeConverter
+	typed   *structTypeConverter
 	changed <-chan struct{}                          // closed when reg changed since the cache was filled
 	cache   map[fieldKey]*managedfields.FieldManager // nil value: the kind has no schema
 }
@@ -112,10 +117,11 @@ func (f *fieldManagers) get(k *registry.Kind, subresource string) *managedfields
 // build makes the field manager of k and subresource; f.mu must be held.
 func (f *fieldManagers) build(k *registry.Kind, subresource string) (*managedfields.FieldManager, error) {
 	gvk := k.GroupVersionKind()
-	conv := objectConvertor{r: k.Resource, gvk: gvk}
+	_, unstructuredKind := k.New().(runtime.Unstructured)
+	conv := objectConvertor{r: k.Resource, gvk: gvk, unstructured: unstructuredKind}
 	reset := resetFields(k, subresource)
 	tc := k.TypeConverter
-	if _, unstructuredKind := k.New().(runtime.Unstructured); unstructuredKind {
+	if unstructuredKind {
 		if tc == nil {
 			tc = managedfields.NewDeducedTypeConverter()
 		}
@@ -127,7 +133,7 @@ func (f *fieldManagers) build(k *registry.Kind, subresource string) (*managedfie
 			if err != nil {
 				return nil, err
 			}
-			if f.typed, err = managedfields.NewTypeConverter(models, false); err != nil {
+			if f.typed, err = newStructTypeConverter(models); err != nil {
 				return nil, err
 			}
 		}
@@ -183,6 +189,9 @@ func resetFields(k *registry.Kind, subresource string) map[fieldpath.APIVersion]
 type objectConvertor struct {
 	r   store.Resource
 	gvk schema.GroupVersionKind
+	// unstructured is whether r's objects are unstructured (r.New()'s
+	// type), known once rather than by a new object per conversion.
+	unstructured bool
 }
 
 func (c objectConvertor) newObject() store.Object {
@@ -218,7 +227,7 @@ func (c objectConvertor) ConvertToVersion(in runtime.Object, target runtime.Grou
 		return nil, runtime.NewNotRegisteredErrForKind("orca", got)
 	}
 	u, isUnstructured := in.(runtime.Unstructured)
-	if _, want := c.r.New().(runtime.Unstructured); !isUnstructured || want {
+	if !isUnstructured || c.unstructured {
 		in.GetObjectKind().SetGroupVersionKind(c.gvk)
 		return in, nil
 	}
@@ -228,6 +237,80 @@ func (c objectConvertor) ConvertToVersion(in runtime.Object, target runtime.Grou
 	}
 	out.GetObjectKind().SetGroupVersionKind(c.gvk)
 	return out, nil
+}
+
+// structTypeConverter is managedfields.NewTypeConverter's type converter
+// of the generated definitions, except that ObjectToTyped does not
+// validate a Go struct object when the field manager allows duplicates
+// (its update path, for the new and the live object, and the live object
+// of an apply): such an object conforms to the schema by construction
+// (the definitions are generated from the same Go types) and duplicates
+// are allowed, so the validation walk (a fifth of the field manager's
+// allocations) can only say yes. Unstructured objects (apply patches)
+// and calls that do not allow duplicates are validated as before.
+type structTypeConverter struct {
+	managedfields.TypeConverter                                                  // the validating converter
+	parsers                     map[schema.GroupVersionKind]*typed.ParseableType // by the models' x-kubernetes-group-version-kind
+}
+
+func newStructTypeConverter(models map[string]*spec.Schema) (*structTypeConverter, error) {
+	tc, err := managedfields.NewTypeConverter(models, false)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := schemaconv.ToSchemaFromOpenAPI(models, false)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert models to schema: %v", err)
+	}
+	parser := &typed.Parser{Schema: smdschema.Schema{Types: ts.Types}}
+	c := &structTypeConverter{TypeConverter: tc, parsers: map[schema.GroupVersionKind]*typed.ParseableType{}}
+	for name, model := range models {
+		gvks, _ := model.Extensions["x-kubernetes-group-version-kind"].([]any)
+		for _, g := range gvks {
+			m, _ := g.(map[string]any)
+			group, _ := m["group"].(string)
+			version, _ := m["version"].(string)
+			kind, _ := m["kind"].(string)
+			if version == "" || kind == "" {
+				continue
+			}
+			t := parser.Type(name)
+			c.parsers[schema.GroupVersionKind{Group: group, Version: version, Kind: kind}] = &t
+		}
+	}
+	return c, nil
+}
+
+// ObjectToTyped implements managedfields.TypeConverter as managedfields'
+// own converter does (every typed value on the same schema, which merges
+// require), except for the validation above.
+func (c *structTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	t := c.parsers[obj.GetObjectKind().GroupVersionKind()]
+	if t == nil {
+		return c.TypeConverter.ObjectToTyped(obj, opts...) // its "no corresponding type" error
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return t.FromUnstructured(u.UnstructuredContent(), opts...)
+	}
+	if !slices.Contains(opts, typed.AllowDuplicates) {
+		return t.FromStructured(obj, opts...)
+	}
+	v, err := value.NewValueReflect(obj)
+	if err != nil {
+		return nil, fmt.Errorf("error creating struct value reflector: %v", err)
+	}
+	return typed.AsTypedUnvalidated(v, t.Schema, t.TypeRef), nil
+}
+
+// TypedToObject implements managedfields.TypeConverter as managedfields'
+// own converter does: the value as an unstructured object.
+func (c *structTypeConverter) TypedToObject(tv *typed.TypedValue) (runtime.Object, error) {
+	u := tv.AsValue().Unstructured()
+	m, ok := u.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("failed to convert value to unstructured for type %T", u)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // noDefaults is the field manager's defaulter: the kind's defaults are
