@@ -50,6 +50,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -143,6 +144,11 @@ func (s *Server) serveProxy(c echo.Context, pp proxyPath) error {
 	}
 	if err != nil {
 		return err
+	}
+	if tgt.direct {
+		if err := proxyableIP(tgt.host); err != nil {
+			return apierrors.NewBadRequest(err.Error())
+		}
 	}
 	if scheme == "" {
 		scheme = "http"
@@ -435,6 +441,29 @@ func resolveTargetPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, bool) {
 // addresses are reached through its agent only (a direct dial failed
 // other than by a refusal).
 var directUnreachable sync.Map // string -> time.Time
+
+// errAddressNotAllowed is the error of a proxy target the apiserver may
+// not dial, as Kubernetes' proxyutil.ErrAddressNotAllowed.
+var errAddressNotAllowed = errors.New("address not allowed")
+
+// proxyableIP refuses the addresses the apiserver never dials for a
+// proxy subresource, as Kubernetes' proxyutil.IsProxyableIP: not an IP,
+// unspecified (0.0.0.0, ::), link-local unicast (169.254.0.0/16 with the
+// cloud metadata address, fe80::/10) and link-local multicast. Unlike
+// there loopback is dialled: pods of a node on loopback (orca-agent's
+// default --node-ip 127.0.0.1, `make run`) have loopback addresses of
+// their own.
+func proxyableIP(host string) error {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("%w: %q is not an IP address", errAddressNotAllowed, host)
+	}
+	a = a.Unmap()
+	if a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() {
+		return errAddressNotAllowed
+	}
+	return nil
+}
 
 // dialProxyTarget opens the connection of a proxied request: a direct
 // dial when the target allows it, else (or when it fails) a port-forward
