@@ -42,6 +42,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/auth/rbac"
 	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/pki"
+	"github.com/orca-edge/orca/controlplane/registry/core"
 	regrbac "github.com/orca-edge/orca/controlplane/registry/rbac"
 	"github.com/orca-edge/orca/controlplane/store"
 )
@@ -255,6 +256,7 @@ func (m *Material) ChainWithInformers(ctx context.Context, st *store.Store, info
 		if nodes, err = node.NewWithInformer(informers.For(store.Pods)); err != nil {
 			return nil, fmt.Errorf("security: %w", err)
 		}
+		nodes.SetClaims(informers.For(core.PersistentVolumeClaims))
 		roles = rbac.New(informers.For(regrbac.Roles), informers.For(regrbac.RoleBindings), informers.For(regrbac.ClusterRoles), informers.For(regrbac.ClusterRoleBindings))
 	}
 	if !nodes.WaitForSync(ctx) || !roles.WaitForSync(ctx) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/auth/rbac"
 	"github.com/orca-edge/orca/controlplane/auth/rbac/bootstrappolicy"
+	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -53,6 +54,9 @@ func Identity(u user.Info) (string, bool) {
 //   - secrets, configmaps, persistentvolumeclaims: get (or list/watch of
 //     one name, by fieldSelector metadata.name) of those referenced by a
 //     pod bound to the node;
+//   - persistentvolumes: get of the volume a claim of such a pod is
+//     bound to (spec.volumeName), as Kubernetes' graph edge pv -> pvc ->
+//     pod -> node;
 //   - serviceaccounts/token: create for the ServiceAccount of a pod bound
 //     to the node;
 //   - leases (coordination.k8s.io): get, create, update, patch, delete in
@@ -66,9 +70,10 @@ func Identity(u user.Info) (string, bool) {
 // next authorizer (RBAC) may still allow it. Before its informer has
 // synced every restricted request is refused. Safe for concurrent use.
 type Authorizer struct {
-	pods  *store.Informer
-	own   bool // pods is the authorizer's: Run runs it
-	rules []rbacv1.PolicyRule
+	pods   *store.Informer
+	claims *store.Informer // PersistentVolumeClaims; nil: no persistentvolumes are readable
+	own    bool            // pods and claims are the authorizer's: Run runs them
+	rules  []rbacv1.PolicyRule
 }
 
 var _ authorizer.Authorizer = (*Authorizer)(nil)
@@ -76,8 +81,13 @@ var _ authorizer.Authorizer = (*Authorizer)(nil)
 // New returns the Node authorizer over the pods of s. Call Run.
 func New(s *store.Store) *Authorizer {
 	pods := store.NewInformer(s, store.Pods, store.WithIndexers(store.PodIndexers()))
-	return &Authorizer{pods: pods, own: true, rules: bootstrappolicy.NodeRules()}
+	return &Authorizer{pods: pods, claims: store.NewInformer(s, core.PersistentVolumeClaims), own: true, rules: bootstrappolicy.NodeRules()}
 }
+
+// SetClaims gives an authorizer of NewWithInformer the shared informer of
+// PersistentVolumeClaims (run by its owner) it needs to let a node read
+// its pods' PersistentVolumes. Call it before use.
+func (a *Authorizer) SetClaims(claims *store.Informer) { a.claims = claims }
 
 // NewWithInformer returns the Node authorizer over pods, an informer of
 // every pod shared with other components and run by its owner
@@ -97,15 +107,21 @@ func NewWithInformer(pods *store.Informer) (*Authorizer, error) {
 // NewWithInformer's it returns at once, as the informer's owner runs it.
 func (a *Authorizer) Run(ctx context.Context) {
 	if a.own {
+		go a.claims.Run(ctx)
 		a.pods.Run(ctx)
 	}
 }
 
-// HasSynced reports whether the pod informer has synced.
-func (a *Authorizer) HasSynced() bool { return a.pods.HasSynced() }
+// HasSynced reports whether the pod (and claim) informers have synced.
+func (a *Authorizer) HasSynced() bool {
+	return a.pods.HasSynced() && (a.claims == nil || a.claims.HasSynced())
+}
 
-// WaitForSync waits until the pod informer has synced or ctx ends.
-func (a *Authorizer) WaitForSync(ctx context.Context) bool { return a.pods.WaitForSync(ctx) }
+// WaitForSync waits until the pod (and claim) informers have synced or
+// ctx ends.
+func (a *Authorizer) WaitForSync(ctx context.Context) bool {
+	return a.pods.WaitForSync(ctx) && (a.claims == nil || a.claims.WaitForSync(ctx))
+}
 
 // Pod returns the pod namespace/name as the authorizer sees it (for
 // NodeRestriction's checks of the pod a token is bound to).
@@ -134,6 +150,8 @@ func (a *Authorizer) Authorize(_ context.Context, attrs authorizer.Attributes) (
 			return a.authorizeRead(node, "configmap", podConfigMapNames, attrs)
 		case "/persistentvolumeclaims":
 			return a.authorizeRead(node, "persistentvolumeclaim", podPVCNames, attrs)
+		case "/persistentvolumes":
+			return a.authorizeVolume(node, attrs)
 		case "/serviceaccounts":
 			return a.authorizeCreateToken(node, attrs)
 		case "coordination.k8s.io/leases":
@@ -167,6 +185,35 @@ func (a *Authorizer) authorizeRead(node, kind string, refs func(*corev1.Pod) []s
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, a.noRelationship(node, kind, attrs), nil
+}
+
+// authorizeVolume allows getting the PersistentVolume a claim of a pod
+// bound to the node is bound to, as Kubernetes' node authorizer (get
+// only: the kubelet reads volumes by name).
+func (a *Authorizer) authorizeVolume(node string, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	if attrs.GetVerb() != "get" {
+		return authorizer.DecisionNoOpinion, "can only get individual resources of this type", nil
+	}
+	if attrs.GetSubresource() != "" {
+		return authorizer.DecisionNoOpinion, "cannot get subresource", nil
+	}
+	if attrs.GetName() == "" {
+		return authorizer.DecisionNoOpinion, "No Object name found", nil
+	}
+	if a.claims != nil && a.pods.HasSynced() && a.claims.HasSynced() {
+		pods, err := a.pods.ByIndex(store.NodeNameIndex, node)
+		if err == nil {
+			for _, o := range pods {
+				p := o.(*corev1.Pod)
+				for _, claim := range podPVCNames(p) {
+					if c, ok := a.claims.Get(p.Namespace, claim); ok && c.(*corev1.PersistentVolumeClaim).Spec.VolumeName == attrs.GetName() {
+						return authorizer.DecisionAllow, "", nil
+					}
+				}
+			}
+		}
+	}
+	return authorizer.DecisionNoOpinion, fmt.Sprintf("no relationship found between node '%s' and this object (persistentvolume %s)", node, attrs.GetName()), nil
 }
 
 // authorizeCreateToken allows creating a token (serviceaccounts/token) of

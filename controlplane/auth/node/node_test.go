@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/orca-edge/orca/controlplane/auth/node"
+	"github.com/orca-edge/orca/controlplane/registry/core"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 )
@@ -61,13 +62,21 @@ func TestAuthorizer(t *testing.T) {
 		p.Spec.Volumes = []corev1.Volume{
 			{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}},
 			{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "web-cfg"}}}}}}},
+			{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "web-data"}}},
 		}
 		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
 		p.Spec.InitContainers = []corev1.Container{{Name: "init", Env: []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "init-env"}, Key: "k"}}}}}}
 	})
 	mk("db", "n2", func(p *corev1.Pod) {
-		p.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-pass"}}}}
+		p.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-pass"}}},
+			{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db-data"}}}}
 	})
+	for claim, pv := range map[string]string{"web-data": "pv-web", "db-data": "pv-db"} {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: claim}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv}}
+		if _, err := s.Create(ctx, core.PersistentVolumeClaims, c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a := node.New(s)
 	go a.Run(ctx)
 	// The same decisions over a pods informer shared through
@@ -77,6 +86,7 @@ func TestAuthorizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shared.SetClaims(informers.For(core.PersistentVolumeClaims))
 	informers.Start(ctx)
 	if _, err := node.NewWithInformer(informers.For(store.Secrets)); err == nil {
 		t.Error("NewWithInformer took an informer of secrets")
@@ -95,6 +105,12 @@ func TestAuthorizer(t *testing.T) {
 		{res(n1, "get", "", "secrets", "", "default", "init-env"), true},
 		{res(n1, "watch", "", "secrets", "", "default", "web-tls"), true}, // one name, by field selector
 		{res(n1, "get", "", "configmaps", "", "default", "web-cfg"), true},
+		{res(n1, "get", "", "persistentvolumeclaims", "", "default", "web-data"), true},
+		{res(n1, "get", "", "persistentvolumeclaims", "", "default", "db-data"), false},
+		{res(n1, "get", "", "persistentvolumes", "", "", "pv-web"), true}, // its pod's claim's
+		{res(n1, "get", "", "persistentvolumes", "", "", "pv-db"), false}, // n2's pod's claim's
+		{res(n1, "get", "", "persistentvolumes", "", "", "pv-none"), false},
+		{res(n1, "list", "", "persistentvolumes", "", "", ""), false},
 		{res(n1, "get", "", "secrets", "", "default", "db-pass"), false}, // n2's pod's
 		{res(n1, "get", "", "secrets", "", "other", "web-tls"), false},   // no pod there
 		{res(n1, "get", "", "secrets", "", "default", "unreferenced"), false},
