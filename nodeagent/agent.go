@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -112,6 +113,14 @@ type Config struct {
 	ProxyServiceCIDRs []string
 	// NodePortAddress is the address NodePorts listen on. Default NodeIP.
 	NodePortAddress string
+	// ProxyMaxConnections caps the proxy's concurrent connections and UDP
+	// flows (proxy.Config.MaxConnections; 0: from RLIMIT_NOFILE).
+	ProxyMaxConnections int
+	// ProxyReservedAddresses are addresses the agent listens on besides
+	// its DNS server (its metrics, say), which Service endpoints may not
+	// point the proxy at (proxy.Config.ReservedAddresses; DNS.Listen is
+	// added).
+	ProxyReservedAddresses []string
 	// PodNetwork is the pod network (nodeagent/podnet): each pod of the
 	// runc handler outside the node's network gets one network
 	// namespace, shared by its containers, on the node bridge with its
@@ -338,7 +347,16 @@ func New(cfg Config) (*Agent, error) {
 	a.tokens = newTokenManager(cfg.API.CreateToken)
 	a.pods = newPodManager(a)
 	if cfg.Proxy {
-		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, ServiceCIDRs: cfg.ProxyServiceCIDRs, Metrics: cfg.Metrics, Logger: a.log})
+		reserved := append([]string(nil), cfg.ProxyReservedAddresses...)
+		if cfg.DNS != nil && cfg.DNS.Listen != "" {
+			reserved = append(reserved, cfg.DNS.Listen)
+		}
+		// Loopback endpoints are real only where the node's IP is loopback
+		// (single-host clusters): its host ports and hostNetwork pods are
+		// published there.
+		nip := net.ParseIP(cfg.NodeIP)
+		p, err := proxy.New(proxy.Config{Store: cfg.Store, BindClusterIPs: cfg.ProxyBindClusterIPs, NodePortAddress: cfg.NodePortAddress, NodeName: cfg.NodeName, ServiceInterface: cfg.ProxyServiceInterface, ServiceCIDRs: cfg.ProxyServiceCIDRs, Metrics: cfg.Metrics, Logger: a.log,
+			LoopbackEndpoints: nip == nil || nip.IsLoopback(), ReservedAddresses: reserved, MaxConnections: cfg.ProxyMaxConnections})
 		if err != nil {
 			return nil, fmt.Errorf("nodeagent: node %s: %w", cfg.NodeName, err)
 		}

@@ -247,7 +247,7 @@ func startOrcaProxy(ctx context.Context, dir string, backend *net.TCPAddr) (addr
 		ns.WaitForShutdown()
 		return "", nil, err
 	}
-	p, err := proxy.New(proxy.Config{Store: st, BindClusterIPs: true})
+	p, err := proxy.New(proxy.Config{Store: st, BindClusterIPs: true, LoopbackEndpoints: true}) // the bench's servers are on loopback
 	if err != nil {
 		st.Close()
 		nc.Close()

@@ -60,7 +60,7 @@ func proxied(b *testing.B, backend *net.TCPAddr) string {
 	if _, err := s.Create(ctx, store.Endpoints, ep); err != nil {
 		b.Fatal(err)
 	}
-	p, err := proxy.New(proxy.Config{Store: s, BindClusterIPs: true, NodePortAddress: "127.0.0.1"})
+	p, err := proxy.New(proxy.Config{Store: s, BindClusterIPs: true, NodePortAddress: "127.0.0.1", LoopbackEndpoints: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,8 +24,10 @@ const DefaultAffinityTimeout = 10800 * time.Second
 // endpoint is one backend of a Service port, with its EndpointSlice
 // conditions.
 type endpoint struct {
-	addr        string // "ip:port"
-	node        string // nodeName, "" when unknown
+	addr        string                  // "ip:port"
+	ip          string                  // the address as published
+	family      discoveryv1.AddressType // IPv4, IPv6; "" from Endpoints (either)
+	node        string                  // nodeName, "" when unknown
 	ready       bool
 	serving     bool
 	terminating bool
@@ -44,7 +46,7 @@ type backendSet struct {
 }
 
 // target is an endpoint new connections may go to: its "ip:port" and,
-// parsed once, its address.
+// parsed once, its address (checkEndpoint admits only IP literals).
 type target struct {
 	addr string
 	ap   netip.AddrPort
@@ -75,9 +77,8 @@ func usable(eps []endpoint, local bool, node string) []target {
 	return term
 }
 
-// newTarget returns the target at addr ("ip:port"); an address that
-// does not parse (an IPv6 zone, say) keeps the zero AddrPort and is
-// dialled by name.
+// newTarget returns the target at addr ("ip:port", an IP literal: see
+// checkEndpoint).
 func newTarget(addr string) target {
 	ap, _ := netip.ParseAddrPort(addr)
 	return target{addr: addr, ap: ap}
@@ -126,6 +127,8 @@ func sliceEndpoints(slices []*discoveryv1.EndpointSlice, portName string, proto 
 				c := e.Conditions
 				ep := endpoint{
 					addr:        net.JoinHostPort(e.Addresses[0], strconv.Itoa(int(*port.Port))),
+					ip:          e.Addresses[0],
+					family:      sl.AddressType,
 					ready:       c.Ready == nil || *c.Ready,
 					terminating: c.Terminating != nil && *c.Terminating,
 				}
@@ -172,7 +175,7 @@ func endpointsEndpoints(ep *corev1.Endpoints, portName string, proto corev1.Prot
 				continue
 			}
 			for _, a := range ss.Addresses {
-				e := endpoint{addr: net.JoinHostPort(a.IP, strconv.Itoa(int(port.Port))), ready: true, serving: true}
+				e := endpoint{addr: net.JoinHostPort(a.IP, strconv.Itoa(int(port.Port))), ip: a.IP, ready: true, serving: true}
 				if a.NodeName != nil {
 					e.node = *a.NodeName
 				}

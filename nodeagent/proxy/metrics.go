@@ -14,15 +14,23 @@ import (
 //   - orca_proxy_bytes_total{direction="in"|"out"}: bytes relayed from
 //     clients to endpoints (in) and back (out); a TCP connection's bytes
 //     are counted per MiB and when each direction ends;
-//   - orca_proxy_errors_total{reason="dial"|"no_endpoints"}: failed dials
-//     of an endpoint (each is retried on the next, see maxDialAttempts) and
-//     connections or datagrams dropped because no endpoint takes them;
-//   - orca_proxy_active: TCP connections and UDP flows open now.
+//   - orca_proxy_errors_total{reason="dial"|"no_endpoints"|"limit"}: failed
+//     dials of an endpoint (each is retried on the next, see
+//     maxDialAttempts), connections or datagrams dropped because no
+//     endpoint takes them (only in the instant endpoints go: without any,
+//     the port does not listen), and connections reset or datagrams
+//     dropped because the proxy holds Config.MaxConnections already;
+//   - orca_proxy_active: TCP connections and UDP flows open now;
+//   - orca_proxy_endpoints_skipped{reason="self"|"address"}: endpoints of
+//     the port never dialled because they are an address the proxy or the
+//     agent listens on (self) or not a usable IP address (address, see
+//     checkEndpoint).
 type metrics struct {
 	conns  *prometheus.CounterVec
 	bytes  *prometheus.CounterVec
 	errs   *prometheus.CounterVec
 	active *prometheus.GaugeVec
+	skip   *prometheus.GaugeVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -36,6 +44,8 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Help: "Failed endpoint dials (reason dial) and connections or datagrams dropped without an endpoint (reason no_endpoints), per Service port."}, append(labels, "reason")),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "orca_proxy_active",
 			Help: "TCP connections and UDP flows open now, per Service port."}, labels),
+		skip: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "orca_proxy_endpoints_skipped",
+			Help: "Endpoints never dialled, per Service port: an address the proxy or the agent listens on (reason self) or not a usable IP address (reason address)."}, append(labels, "reason")),
 	}
 	if r == nil {
 		return m, nil
@@ -55,6 +65,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	if m.active, err = register(r, m.active); err != nil {
 		return nil, err
 	}
+	if m.skip, err = register(r, m.skip); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -64,7 +77,17 @@ type portMetrics struct {
 	conns              prometheus.Counter
 	bytesIn, bytesOut  prometheus.Counter
 	dialErrs, noEndpts prometheus.Counter
+	limit              prometheus.Counter
 	active             prometheus.Gauge
+	skipSelf, skipAddr prometheus.Gauge
+}
+
+// skipped returns the orca_proxy_endpoints_skipped child of reason.
+func (pm *portMetrics) skipped(reason string) prometheus.Gauge {
+	if reason == skipSelf {
+		return pm.skipSelf
+	}
+	return pm.skipAddr
 }
 
 func (m *metrics) forPort(namespace, service, port, protocol string) *portMetrics {
@@ -76,7 +99,10 @@ func (m *metrics) forPort(namespace, service, port, protocol string) *portMetric
 		bytesOut: m.bytes.WithLabelValues(append(l[:4:4], "out")...),
 		dialErrs: m.errs.WithLabelValues(append(l[:4:4], "dial")...),
 		noEndpts: m.errs.WithLabelValues(append(l[:4:4], "no_endpoints")...),
+		limit:    m.errs.WithLabelValues(append(l[:4:4], "limit")...),
 		active:   m.active.WithLabelValues(l...),
+		skipSelf: m.skip.WithLabelValues(append(l[:4:4], skipSelf)...),
+		skipAddr: m.skip.WithLabelValues(append(l[:4:4], skipAddress)...),
 	}
 }
 
@@ -88,8 +114,11 @@ func (m *metrics) drop(pm *portMetrics) {
 	for _, d := range []string{"in", "out"} {
 		m.bytes.DeleteLabelValues(append(l[:4:4], d)...)
 	}
-	for _, r := range []string{"dial", "no_endpoints"} {
+	for _, r := range []string{"dial", "no_endpoints", "limit"} {
 		m.errs.DeleteLabelValues(append(l[:4:4], r)...)
+	}
+	for _, r := range []string{skipSelf, skipAddress} {
+		m.skip.DeleteLabelValues(append(l[:4:4], r)...)
 	}
 }
 

@@ -85,8 +85,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sort"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +135,27 @@ type Config struct {
 	// DialTimeout bounds each dial of an endpoint; on failure the next
 	// endpoint is tried. Default 2s.
 	DialTimeout time.Duration
+	// LoopbackEndpoints lets endpoints on loopback addresses (127.0.0.0/8,
+	// ::1) be dialled. Kubernetes refuses them in Endpoints and
+	// EndpointSlices; orca needs them where the node's own IP is loopback
+	// (a single-host cluster on orca-agent's default --node-ip 127.0.0.1,
+	// whose hostNetwork pods and host ports are on 127.0.0.1), and
+	// orca-agent sets it exactly then. false: loopback endpoints are
+	// skipped (see checkEndpoint).
+	LoopbackEndpoints bool
+	// ReservedAddresses are "host:port" addresses the agent itself listens
+	// on (its metrics, DNS and health servers): endpoints on them are never
+	// dialled, as endpoints on the proxy's own listen addresses are not. A
+	// host of "" or 0.0.0.0 (::) stands for every loopback address, the
+	// NodePort address and every Service address of this proxy.
+	ReservedAddresses []string
+	// MaxConnections caps the TCP connections and UDP flows the proxy
+	// holds at once, over all Service ports: a connection accepted beyond
+	// it is reset at once (SO_LINGER 0) and a datagram that would start a
+	// flow beyond it dropped, each counted in orca_proxy_errors_total
+	// {reason="limit"}. 0: DefaultMaxConnections() (from RLIMIT_NOFILE);
+	// negative: no cap.
+	MaxConnections int
 	// Metrics, when set, gets the proxy's per-Service-port metrics
 	// (orca_proxy_*, see metrics.go); nil: they are kept but not exported.
 	Metrics prometheus.Registerer
@@ -151,10 +173,21 @@ type Proxy struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	m         *metrics
 
-	mu         sync.Mutex              // guards ports, clusterIPs
+	mu         sync.Mutex              // guards the fields below
 	ports      map[string]*servicePort // "ns/name:portName" -> state
 	addrs      *svcAddrs               // nil: no service interface
 	clusterIPs map[string]string       // "ns/name" -> ClusterIP put on addrs
+	// claims are the listen addresses every Service claims, and by which
+	// port (see guard.go); svcClaims the same per Service; listenIPs
+	// counts the claimed addresses per IP.
+	claims    map[claimAddr]map[string]claim
+	svcClaims map[string]map[claimAddr]claim
+	listenIPs map[netip.Addr]int
+	reserved  []netip.AddrPort  // Config.ReservedAddresses
+	skipped   map[string]string // "port key|endpoint" -> reason logged
+
+	maxConns int          // Config.MaxConnections resolved; <0: none
+	conns    atomic.Int64 // TCP connections and UDP flows held now
 }
 
 // servicePort is one port of one Service: its listeners and backends.
@@ -272,7 +305,21 @@ func New(cfg Config) (*Proxy, error) {
 	if _, err := parseCIDRs(cfg.ServiceCIDRs); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	reserved, err := parseReserved(cfg.ReservedAddresses)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: reserved address: %w", err)
+	}
+	maxConns := cfg.MaxConnections
+	if maxConns == 0 {
+		maxConns = DefaultMaxConnections()
+	}
 	return &Proxy{
+		claims:    map[claimAddr]map[string]claim{},
+		svcClaims: map[string]map[claimAddr]claim{},
+		listenIPs: map[netip.Addr]int{},
+		reserved:  reserved,
+		skipped:   map[string]string{},
+		maxConns:  maxConns,
 		m:         m,
 		cfg:       cfg,
 		log:       cfg.Logger.With("component", "proxy"),
@@ -336,6 +383,14 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if p.cfg.ServiceInterface != "" {
 		p.startServiceInterface()
 	}
+	// Every Service's claims first, so that the owner of a contested
+	// address is the same whatever order the Services are synced in.
+	p.mu.Lock()
+	for _, o := range p.services.List("", labels.Everything()) {
+		p.setClaims(store.KeyOf(o), serviceClaims(&p.cfg, o.(*corev1.Service)))
+	}
+	p.mu.Unlock()
+	p.log.Info("proxy started", "maxConnections", p.maxConns)
 	for {
 		key, quit := p.queue.Get()
 		if quit {
@@ -418,17 +473,25 @@ func splitPortKey(k string) (svc, port string) {
 type portState struct {
 	protocol corev1.Protocol
 	addrs    map[string]bool // listen address -> external
-	backends *backendSet
+	eps      []endpoint
+	svc      *corev1.Service
 	affinity time.Duration
 }
 
 // sync converges the listeners and backends of Service key ("ns/name").
+// A listener is open only while it has an endpoint to send connections
+// to (internalTrafficPolicy for the ClusterIP, externalTrafficPolicy for
+// the others) and its Service port owns the address (see claim.before):
+// without one, the kernel refuses TCP connections (RST) and answers UDP
+// datagrams with ICMP port unreachable, as kube-proxy's REJECT rule.
 func (p *Proxy) sync(ctx context.Context, key string) error {
 	ns, name := splitNamespaced(key)
 	want := map[string]*portState{} // port key -> state
 	clusterIP := ""
+	var claims map[claimAddr]claim
 	if obj, ok := p.services.Get(ns, name); ok {
 		svc := obj.(*corev1.Service)
+		claims = serviceClaims(&p.cfg, svc)
 		if len(svc.Spec.Ports) > 0 {
 			clusterIP = p.clusterIPOf(svc)
 		}
@@ -449,23 +512,12 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				p.log.Debug("service port skipped: only TCP and UDP are proxied", "service", key, "port", sp.Name, "protocol", sp.Protocol)
 				continue
 			}
+			pk := portKey(key, sp.Name)
 			addrs := map[string]bool{}
-			port := strconv.Itoa(int(sp.Port))
-			if ip := svc.Spec.ClusterIP; p.cfg.BindClusterIPs && ip != "" && ip != corev1.ClusterIPNone {
-				addrs[net.JoinHostPort(ip, port)] = false
-			}
-			for _, ip := range svc.Spec.ExternalIPs {
-				addrs[net.JoinHostPort(ip, port)] = true
-			}
-			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-				for _, in := range svc.Status.LoadBalancer.Ingress {
-					if in.IP != "" {
-						addrs[net.JoinHostPort(in.IP, port)] = true
-					}
+			for ca, c := range claims {
+				if c.port == pk && ca.protocol == proto {
+					addrs[ca.addr] = c.external
 				}
-			}
-			if (svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer) && sp.NodePort != 0 && p.cfg.NodePortAddress != "" {
-				addrs[net.JoinHostPort(p.cfg.NodePortAddress, strconv.Itoa(int(sp.NodePort)))] = true
 			}
 			var eps []endpoint
 			if len(slices) > 0 {
@@ -473,13 +525,26 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 			} else {
 				eps = endpointsEndpoints(ep, sp.Name, proto)
 			}
-			want[portKey(key, sp.Name)] = &portState{protocol: proto, addrs: addrs,
-				backends: newBackendSet(eps, svc, p.cfg.NodeName), affinity: affinityTimeout(svc)}
+			want[pk] = &portState{protocol: proto, addrs: addrs, eps: eps, svc: svc, affinity: affinityTimeout(svc)}
 		}
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if all, others := p.setClaims(key, claims); all {
+		// Another Service's endpoint may point at an address claimed or
+		// freed now.
+		for _, o := range p.services.List("", labels.Everything()) {
+			if k := store.KeyOf(o); k != key {
+				p.queue.Add(k)
+			}
+		}
+	} else {
+		// They may own an address this one gave up, or lose one to it.
+		for k := range others {
+			p.queue.Add(k)
+		}
+	}
 	var errs []error
 	old := p.clusterIPs[key]
 	if p.addrs != nil && clusterIP != "" {
@@ -511,6 +576,7 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 			}
 			sp.setBackends(&backendSet{})
 			p.m.drop(sp.m)
+			p.forgetSkipped(pk)
 			delete(p.ports, pk)
 		}
 	}
@@ -536,16 +602,41 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 		} else if a == nil || a.timeout != st.affinity {
 			sp.affinity.Store(&affinity{timeout: st.affinity, m: map[string]affinityEntry{}})
 		}
-		sp.setBackends(st.backends)
+		bs := newBackendSet(p.usableEndpoints(sp, st.eps), st.svc, p.cfg.NodeName)
+		sp.setBackends(bs)
+		open := func(a string, ext bool) bool {
+			if ext {
+				if len(bs.external) == 0 {
+					return false
+				}
+			} else if len(bs.internal) == 0 {
+				return false
+			}
+			w, ok := p.winner(claimAddr{st.protocol, a})
+			return ok && w.port == pk
+		}
 		for a, l := range sp.listeners {
-			if ext, ok := st.addrs[a]; !ok || ext != l.external {
+			if ext, ok := st.addrs[a]; !ok || ext != l.external || !open(a, ext) {
 				l.Close()
 				delete(sp.listeners, a)
 			}
 		}
 		for a, ext := range st.addrs {
-			if _, ok := sp.listeners[a]; ok {
+			if _, ok := sp.listeners[a]; ok || !open(a, ext) {
+				if w, ok := p.winner(claimAddr{st.protocol, a}); ok && w.port != pk && p.noteSkipped(pk, "listen|"+a, w.port) {
+					p.log.Warn("service port does not listen: address already used by service port "+w.port+", which owns it", "service", key, "port", pk, "addr", a)
+				}
 				continue
+			}
+			// Take the address from a port that held it before its owner
+			// came (no Service order at start or after a change is
+			// assumed).
+			if other := p.holder(st.protocol, a); other != nil {
+				if l := other.listeners[a]; l != nil {
+					l.Close()
+					delete(other.listeners, a)
+				}
+				p.log.Warn("service port takes its address over", "port", pk, "addr", a, "from", other.key)
 			}
 			l, err := p.listen(ctx, sp, a, ext)
 			if err != nil {
@@ -553,10 +644,54 @@ func (p *Proxy) sync(ctx context.Context, key string) error {
 				continue
 			}
 			sp.listeners[a] = l
-			p.log.Info("proxying service port", "service", key, "port", sp.key, "protocol", sp.protocol, "addr", a)
+			p.log.Debug("proxying service port", "service", key, "port", sp.key, "protocol", sp.protocol, "addr", a)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// usableEndpoints returns the endpoints of eps that sp may dial (see
+// checkEndpoint), logging each skipped one once and setting sp's
+// orca_proxy_endpoints_skipped. p.mu must be held.
+func (p *Proxy) usableEndpoints(sp *servicePort, eps []endpoint) []endpoint {
+	out := eps[:0:0]
+	counts := map[string]int{}
+	for _, ep := range eps {
+		reason, why := p.checkEndpoint(ep, sp.protocol)
+		if reason == "" {
+			out = append(out, ep)
+			delete(p.skipped, sp.key+"|"+ep.addr)
+			continue
+		}
+		counts[reason]++
+		if p.noteSkipped(sp.key, ep.addr, reason) {
+			p.log.Warn("endpoint skipped: never dialled", "port", sp.key, "endpoint", ep.addr, "reason", why)
+		}
+	}
+	for _, r := range []string{skipSelf, skipAddress} {
+		sp.m.skipped(r).Set(float64(counts[r]))
+	}
+	return out
+}
+
+// noteSkipped records that what of port pk is skipped for reason and
+// reports whether that is new (to be logged). p.mu must be held.
+func (p *Proxy) noteSkipped(pk, what, reason string) bool {
+	k := pk + "|" + what
+	if p.skipped[k] == reason {
+		return false
+	}
+	p.skipped[k] = reason
+	return true
+}
+
+// forgetSkipped drops the notes of port pk. p.mu must be held.
+func (p *Proxy) forgetSkipped(pk string) {
+	for k := range p.skipped {
+		if strings.HasPrefix(k, pk+"|") {
+			delete(p.skipped, k)
+		}
+	}
 }
 
 func splitNamespaced(key string) (ns, name string) {
@@ -585,15 +720,43 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort, exte
 			continue
 		}
 		pause = 0
-		go p.handle(ctx, c.(*net.TCPConn), sp, external)
+		tc := c.(*net.TCPConn)
+		if !p.acquire() {
+			// Over the cap: reset at once, holding nothing.
+			tc.SetLinger(0)
+			tc.Close()
+			sp.m.limit.Inc()
+			continue
+		}
+		go p.handle(ctx, tc, sp, external)
 	}
 }
+
+// acquire takes one of the MaxConnections slots, or reports false when
+// they are all taken.
+func (p *Proxy) acquire() bool {
+	if p.maxConns < 0 {
+		p.conns.Add(1)
+		return true
+	}
+	if p.conns.Add(1) > int64(p.maxConns) {
+		p.conns.Add(-1)
+		return false
+	}
+	return true
+}
+
+// release gives back a slot taken by acquire.
+func (p *Proxy) release() { p.conns.Add(-1) }
 
 // handle connects c to an endpoint (see pick; a failed dial moves on to
 // the next, up to maxDialAttempts) and relays both ways (see relay),
 // closing each direction's write side when its source ends. Without
-// endpoints (or when every dial fails) c is closed at once.
+// endpoints (a race with their removal) or when every dial fails, c is
+// reset (SO_LINGER 0), as a client of a refusing endpoint is. It gives
+// back the slot serve took.
 func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sp *servicePort, external bool) {
+	defer p.release()
 	var up *net.TCPConn
 	client := c.RemoteAddr()
 	var cand [maxDialAttempts]target
@@ -613,6 +776,7 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sp *servicePort, ext
 		p.log.Debug("dial endpoint failed", "service", sp.key, "endpoint", b.addr, "err", err)
 	}
 	if up == nil {
+		c.SetLinger(0)
 		c.Close()
 		return
 	}

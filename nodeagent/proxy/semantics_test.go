@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,17 +95,36 @@ func onlyFrom(addr, want string, n int) error {
 	return nil
 }
 
-// refused checks that a connection to addr is accepted and closed at once
-// (no endpoint to go to).
+// refused checks that a connection to addr is refused: by the kernel
+// (nothing listens: no endpoint takes it), or reset by the proxy at once
+// (every endpoint refused the dial), never accepted and closed (EOF, an
+// "Empty reply" to curl).
 func refused(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
 		return err
 	}
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if n, err := c.Read(make([]byte, 64)); err != io.EOF {
-		return fmt.Errorf("read %d bytes, %v; want EOF", n, err)
+	if n, err := c.Read(make([]byte, 64)); !errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("read %d bytes, %v; want connection refused or reset", n, err)
+	}
+	return nil
+}
+
+// connRefused checks that the kernel refuses a connection to addr:
+// nothing listens there.
+func connRefused(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%s accepts a connection, want it refused", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("dial %s: %v, want connection refused", addr, err)
 	}
 	return nil
 }
@@ -156,10 +176,11 @@ func TestTerminatingEndpointDrains(t *testing.T) {
 	setSlice(t, s, "web", "p", corev1.ProtocolTCP, sliceEP{backendAddr: a, serving: true, terminating: true}, sliceEP{backendAddr: b})
 	storetest.Eventually(t, 3*time.Second, func() error { return onlyFrom(addr, "a", 4) })
 
-	// a stops serving too: no endpoint, connections are closed at once;
-	// a leaves the slices: the held connection still runs.
+	// a stops serving too: no endpoint, connections are refused (the
+	// listener is closed); a leaves the slices: the held connection still
+	// runs.
 	setSlice(t, s, "web", "p", corev1.ProtocolTCP, sliceEP{backendAddr: b})
-	storetest.Eventually(t, 3*time.Second, func() error { return refused(addr) })
+	storetest.Eventually(t, 3*time.Second, func() error { return connRefused(addr) })
 	if err := echo(); err != nil {
 		t.Fatal(err)
 	}

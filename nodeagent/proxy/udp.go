@@ -91,6 +91,10 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 		sp.m.noEndpts.Inc()
 		return nil
 	}
+	if !p.acquire() {
+		sp.m.limit.Inc()
+		return nil
+	}
 	for _, b := range eps {
 		addr := b.addr
 		up, err := net.Dial("udp", addr)
@@ -103,6 +107,7 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 		break
 	}
 	if f == nil {
+		p.release()
 		return nil
 	}
 	// Register with sp first: a backend change from now on drops the flow;
@@ -115,6 +120,7 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 		delete(sp.flows, f)
 		sp.flowsMu.Unlock()
 		f.up.Close()
+		p.release()
 		sp.m.noEndpts.Inc()
 		return nil
 	}
@@ -137,6 +143,7 @@ func (p *Proxy) newUDPFlow(pc net.PacketConn, sp *servicePort, client net.Addr, 
 			sp.flowsMu.Unlock()
 			f.up.Close()
 			sp.m.active.Dec()
+			p.release()
 		}()
 		rbuf := make([]byte, 64<<10)
 		for {

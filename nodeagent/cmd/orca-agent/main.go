@@ -48,6 +48,7 @@ type options struct {
 	serviceCIDR  string
 	metricsAddr  string
 	nodePortAddr string
+	proxyMaxConn int
 	labels       []string
 	heartbeat    time.Duration
 	nodeStatus   time.Duration
@@ -160,6 +161,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", defaultMetricsAddress, "host:port the agent serves Prometheus /metrics on (the proxy's orca_proxy_* per Service port), unauthenticated; \"\" or 0: off")
 	f.StringVar(&o.proxySvcIf, "proxy-service-interface", proxy.ServiceInterface, "dummy interface the proxy puts ClusterIPs on (needs CAP_NET_ADMIN; \"\": none, ClusterIPs reachable only when local, as a loopback --service-cidr)")
 	f.StringVar(&o.serviceCIDR, "service-cidr", "10.43.0.0/16", "the cluster's ClusterIP range (orca-server's --service-cidr): at start the proxy removes from --proxy-service-interface the addresses inside it that no Service has; \"\": any host address there")
+	f.IntVar(&o.proxyMaxConn, "proxy-max-connections", 0, "most TCP connections and UDP flows the service proxy holds at once, over all Services; beyond, new connections are reset and new flows dropped (orca_proxy_errors_total{reason=\"limit\"}); 0: from the file descriptor limit (RLIMIT_NOFILE less max(n/8, 1024) for the agent, 6 per connection); -1: no cap")
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
@@ -290,7 +292,8 @@ func run(ctx context.Context, o options) error {
 		Store: st, API: nodeagent.NewRelayAPI(nc, o.nodeName), NATS: nc, NodeName: o.nodeName, NodeIP: o.nodeIP, DataDir: o.dataDir,
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
-		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, ProxyServiceCIDRs: nonEmpty(o.serviceCIDR), Metrics: reg, HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
+		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, ProxyServiceCIDRs: nonEmpty(o.serviceCIDR), Metrics: reg,
+		ProxyMaxConnections: o.proxyMaxConn, ProxyReservedAddresses: nonEmpty(metricsListen(o.metricsAddr)), HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, LocalStoragePath: o.localStoragePath, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 10 * time.Second,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,

@@ -48,3 +48,12 @@ func startMetrics(ctx context.Context, addr string, reg *prometheus.Registry) (n
 	slog.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
 	return ln.Addr(), nil
 }
+
+// metricsListen returns the address --metrics-bind-address serves on
+// ("" when off), which the proxy never dials as a Service endpoint.
+func metricsListen(addr string) string {
+	if addr == "0" {
+		return ""
+	}
+	return addr
+}
