@@ -22,10 +22,13 @@
 //     new one goes to it;
 //   - a failed dial (refused, or DialTimeout) is retried on the next
 //     endpoint, up to maxDialAttempts (4) endpoints, before the client's
-//     connection is closed;
+//     connection is reset;
 //   - a UDP flow whose endpoint stops serving (gone, or serving=false) is
 //     dropped at once: the client's next datagram starts a new flow to a
-//     current endpoint; with no endpoints nothing is forwarded;
+//     current endpoint;
+//   - a listener is open only while it has an endpoint: without, the
+//     kernel refuses TCP connections and answers UDP with ICMP port
+//     unreachable, as kube-proxy's REJECT rule;
 //   - sessionAffinity: ClientIP sends a client IP's new connections and
 //     flows to the endpoint it used last while it comes back within
 //     sessionAffinityConfig.clientIP.timeoutSeconds (default 10800) of its
@@ -33,8 +36,7 @@
 //   - internalTrafficPolicy: Local restricts ClusterIP listeners, and
 //     externalTrafficPolicy: Local the NodePort, externalIPs and
 //     LoadBalancer listeners, to endpoints on this node (Config.NodeName);
-//     without one, their connections are closed and datagrams dropped, as
-//     kube-proxy drops them. The client source address is not preserved
+//     without one, they do not listen (refused, where kube-proxy drops). The client source address is not preserved
 //     either way: the proxy is a user-space relay.
 //
 // A listener that cannot be opened (the address is taken by another
@@ -71,7 +73,17 @@
 // agents under a UID of their own. A socket bound without SO_REUSEPORT
 // (another program on the address) still makes the bind fail, logged and
 // retried as above. Within one proxy two Service ports on one address are
-// refused, not balanced.
+// never balanced: one owns it (see claim.before), the other does not
+// listen.
+//
+// # Defences
+//
+// Endpoints that would loop into the proxy (its own listen addresses, the
+// agent's Config.ReservedAddresses) or are not usable IP literals are
+// skipped (checkEndpoint); Config.MaxConnections caps the connections and
+// UDP flows held at once (DefaultMaxConnections from RLIMIT_NOFILE).
+// Both are decided when Services and endpoints change, not per
+// connection.
 //
 // On other systems no option is set: a second agent's bind fails, is
 // logged and retried, and the agent takes the address over once the first
