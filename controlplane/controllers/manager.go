@@ -21,6 +21,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/endpointslice"
 	"github.com/orca-edge/orca/controlplane/controllers/eventttl"
 	"github.com/orca-edge/orca/controlplane/controllers/gc"
+	"github.com/orca-edge/orca/controlplane/controllers/job"
 	"github.com/orca-edge/orca/controlplane/controllers/namespace"
 	"github.com/orca-edge/orca/controlplane/controllers/nodeipam"
 	"github.com/orca-edge/orca/controlplane/controllers/nodelifecycle"
@@ -33,6 +34,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/servicelb"
 	"github.com/orca-edge/orca/controlplane/controllers/tokencleaner"
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/batch"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/registry/certificates"
 	"github.com/orca-edge/orca/controlplane/registry/core"
@@ -89,6 +91,10 @@ type Config struct {
 	// ingress of LoadBalancer Services to the Ready nodes' addresses (k3s's
 	// --disable servicelb).
 	DisableServiceLB bool
+	// JobBackoffBase is the Job controller's delay before replacing a
+	// failed pod, doubling per failure up to 6 min. Default 10 s
+	// (job.DefaultBackoffBase); tests set it small.
+	JobBackoffBase time.Duration
 	// DefaultLocalStoragePath is where the local-path provisioner puts
 	// volumes on every node (k3s's --default-local-storage-path); empty:
 	// each node's own (persistentvolume.Config).
@@ -155,7 +161,11 @@ func New(cfg Config) (*Manager, error) {
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
+	jobs := inf(batch.Jobs)
+	m.informers = append(m.informers, jobs)
 	m.controllers = []namedRunner{
+		{job.Name, wrap(job.New(s, reg, jobs, pods, job.Options{BackoffBase: cfg.JobBackoffBase}).Run)},
+		{job.TTLName, wrap(job.NewTTL(s, reg, jobs).Run)},
 		{nodepods.Name, nodepods.New(s, pods).Run},
 		{replicaset.Name, wrap(replicaset.New(s, reg, rss, pods).Run)},
 		{deployment.Name, wrap(deployment.New(s, reg, deployments, rss, pods).Run)},

@@ -477,6 +477,29 @@ func (ivs Intervals) Has(i int32) bool {
 	return k < len(ivs) && ivs[k].First <= i && i <= ivs[k].Last
 }
 
+// Add returns ivs with index i, merging adjacent intervals.
+func (ivs Intervals) Add(i int32) Intervals {
+	if ivs.Has(i) {
+		return ivs
+	}
+	k, _ := slices.BinarySearchFunc(ivs, i, func(iv Interval, i int32) int {
+		if iv.Last < i {
+			return -1
+		}
+		return 1
+	})
+	out := slices.Insert(slices.Clone(ivs), k, Interval{i, i})
+	merged := out[:0]
+	for _, iv := range out {
+		if n := len(merged); n > 0 && merged[n-1].Last+1 >= iv.First {
+			merged[n-1].Last = max(merged[n-1].Last, iv.Last)
+			continue
+		}
+		merged = append(merged, iv)
+	}
+	return merged
+}
+
 // String formats ivs as "1,3-5,7".
 func (ivs Intervals) String() string {
 	var b strings.Builder

@@ -175,6 +175,12 @@ func TestIntervals(t *testing.T) {
 	if err != nil || ivs.String() != "0,2-4,7" || ivs.Total() != 5 || !ivs.Has(3) || ivs.Has(1) || ivs.Has(5) || !ivs.Has(7) {
 		t.Fatalf("%v %v", ivs, err)
 	}
+	if got := ivs.Add(1).Add(6).Add(9).String(); got != "0-4,6-7,9" {
+		t.Errorf("add: %s", got)
+	}
+	if got := Intervals(nil).Add(3).Add(2).String(); got != "2-3" {
+		t.Errorf("add: %s", got)
+	}
 	for _, bad := range []string{"3,1", "1-0", "0,8", "x"} {
 		if _, err := ParseIndexesIntervals(bad, 8); err == nil {
 			t.Errorf("%q parsed", bad)
