@@ -60,6 +60,8 @@ type clusterConfig struct {
 	// runc) on this daemon, each node in a containerd namespace of its own
 	// ("orca-<node>"), beside wazero.
 	containerd *containerdtest.Daemon
+	// jobBackoff is the Job controller's pod failure back-off base.
+	jobBackoff time.Duration
 }
 
 type clusterOption func(*clusterConfig)
@@ -112,7 +114,7 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 		t.Fatal(err)
 	}
 	go sched.Run(ctx)
-	cm, err := controllers.New(controllers.Config{Store: st})
+	cm, err := controllers.New(controllers.Config{Store: st, JobBackoffBase: cc.jobBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/orca-edge/orca/controlplane/registry/batch"
+	"github.com/orca-edge/orca/controlplane/store"
+	"github.com/orca-edge/orca/controlplane/store/storetest"
+)
+
+// pushJobModule builds examples/hello-wasm/job for wasip1 and pushes it as
+// hello-job:v1.
+func (c *cluster) pushJobModule(t *testing.T) {
+	t.Helper()
+	wasmFile := filepath.Join(t.TempDir(), "job.wasm")
+	build := exec.Command("go", "build", "-o", wasmFile, "./examples/hello-wasm/job")
+	build.Dir = repoRoot(t)
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build job module: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(wasmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, c.server+"/apis/orca.dev/v1/wasmmodules/hello-job:v1", bytes.NewReader(data))
+	resp, err := c.sec.AdminClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("push module: %s %s", resp.Status, body)
+	}
+}
+
+// jobPods lists the pods of Job name.
+func (c *cluster) jobPods(t *testing.T, name string) []*corev1.Pod {
+	objs, _, err := c.store.List(context.Background(), store.Pods, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*corev1.Pod
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); p.Labels[batchv1.JobNameLabel] == name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestJobsOfWasmPods runs Jobs of the example WASI command on wazero
+// through kubectl: the documentation's pi Job completes; a failing command
+// with backoffLimit 2 fails after exactly 3 pods; an Indexed Job of 5
+// completions runs at most 2 pods at once and each pod sees its
+// JOB_COMPLETION_INDEX.
+func TestJobsOfWasmPods(t *testing.T) {
+	c := startCluster(t, func(cc *clusterConfig) { cc.jobBackoff = 100 * time.Millisecond })
+	c.pushJobModule(t)
+	ctx := context.Background()
+
+	c.mustKubectl(t, "apply", "-f", "examples/workloads/job.yaml")
+	c.mustKubectl(t, "wait", "--for=condition=complete", "job/pi", "--timeout=3m")
+	if out := c.mustKubectl(t, "logs", "job/pi"); !strings.Contains(out, "args=-Mbignum=bpi,-wle,print bpi(2000)") {
+		t.Errorf("kubectl logs job/pi: %q", out)
+	}
+	if out := c.mustKubectl(t, "get", "job", "pi"); !strings.Contains(out, "Complete") || !strings.Contains(out, "1/1") {
+		t.Errorf("kubectl get job pi:\n%s", out)
+	}
+	o, err := c.store.Get(ctx, batch.Jobs, "default", "pi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := o.(*batchv1.Job).Status; st.Succeeded != 1 || st.Failed != 0 || st.StartTime == nil || st.CompletionTime == nil || st.Ready == nil || *st.Ready != 0 {
+		t.Errorf("pi status %+v", st)
+	}
+
+	fail := `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: fail
+spec:
+  backoffLimit: 2
+  template:
+    spec:
+      runtimeClassName: wasm
+      restartPolicy: Never
+      containers:
+      - name: job
+        image: hello-job:v1
+        env:
+        - name: EXIT_CODE
+          value: "3"
+`
+	c.mustKubectlIn(t, fail, "apply", "-f", "-")
+	c.mustKubectl(t, "wait", "--for=condition=failed", "job/fail", "--timeout=3m")
+	pods := c.jobPods(t, "fail")
+	if len(pods) != 3 {
+		t.Fatalf("%d pods of job fail, want exactly 3", len(pods))
+	}
+	for _, p := range pods {
+		cs := p.Status.ContainerStatuses
+		if p.Status.Phase != corev1.PodFailed || len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 3 {
+			t.Errorf("pod %s: %s %+v", p.Name, p.Status.Phase, cs)
+		}
+	}
+	o, _ = c.store.Get(ctx, batch.Jobs, "default", "fail")
+	j := o.(*batchv1.Job)
+	if st := j.Status; st.Failed != 3 || !batch.HasJobCondition(j, batchv1.JobFailed) || st.Conditions[len(st.Conditions)-1].Reason != batchv1.JobReasonBackoffLimitExceeded {
+		t.Errorf("fail status %+v", st)
+	}
+	time.Sleep(500 * time.Millisecond) // well past the next back-off: still 3
+	if n := len(c.jobPods(t, "fail")); n != 3 {
+		t.Fatalf("%d pods after the Job failed", n)
+	}
+
+	indexed := `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: indexed
+spec:
+  completions: 5
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    spec:
+      runtimeClassName: wasm
+      restartPolicy: Never
+      containers:
+      - name: job
+        image: hello-job:v1
+        env:
+        - name: PRINT_ENV
+          value: JOB_COMPLETION_INDEX
+        - name: SLEEP_SECONDS
+          value: "0.3"
+`
+	var mu sync.Mutex
+	maxActive := 0
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for watchCtx.Err() == nil {
+			n := 0
+			for _, p := range c.jobPods(t, "indexed") {
+				if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					n++
+				}
+			}
+			mu.Lock()
+			maxActive = max(maxActive, n)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	c.mustKubectlIn(t, indexed, "apply", "-f", "-")
+	c.mustKubectl(t, "wait", "--for=condition=complete", "job/indexed", "--timeout=3m")
+	stopWatch()
+	<-done
+	if maxActive > 2 {
+		t.Errorf("%d pods active at once, want at most parallelism 2", maxActive)
+	}
+	pods = c.jobPods(t, "indexed")
+	seen := map[string]bool{}
+	for _, p := range pods {
+		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+		seen[idx] = true
+		out := c.mustKubectl(t, "logs", p.Name)
+		if !strings.Contains(out, "JOB_COMPLETION_INDEX="+idx+"\n") {
+			t.Errorf("pod %s (index %s) logs: %q", p.Name, idx, out)
+		}
+	}
+	if len(pods) != 5 || len(seen) != 5 {
+		t.Errorf("%d pods over indexes %v, want one per index 0-4", len(pods), keys(seen))
+	}
+	o, _ = c.store.Get(ctx, batch.Jobs, "default", "indexed")
+	if st := o.(*batchv1.Job).Status; st.CompletedIndexes != "0-4" || st.Succeeded != 5 {
+		t.Errorf("indexed status %+v", st)
+	}
+
+	// Deleting a Job removes its pods (background propagation).
+	c.mustKubectl(t, "delete", "job", "fail")
+	storetest.Eventually(t, time.Minute, func() error {
+		if n := len(c.jobPods(t, "fail")); n != 0 {
+			return fmt.Errorf("%d pods of the deleted job", n)
+		}
+		return nil
+	})
+}
