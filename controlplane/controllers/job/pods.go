@@ -217,7 +217,7 @@ func matchPodFailurePolicy(policy *batchv1.PodFailurePolicy, p *corev1.Pod) (str
 			return "", false, &action
 		case batchv1.PodFailurePolicyActionFailJob:
 			return msg, true, &action
-		case batchv1.PodFailurePolicyActionCount:
+		default: // Count; FailIndex (no per-index back-off here) counts too
 			return "", true, &action
 		}
 	}
