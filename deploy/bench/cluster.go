@@ -99,6 +99,11 @@ func supportsFlag(bin, flag string) bool {
 	return bytes.Contains(out, []byte("--"+flag+" "))
 }
 
+// serverEnv is what -server-env adds to orca-server's environment
+// ("NAME=value" each), for example GOMEMLIMIT=900MiB; the runner and the
+// agents keep the runner's.
+var serverEnv []string
+
 // startServer starts bin/orca-server under work/<name> and waits until
 // its apiserver answers /readyz with the admin kubeconfig it wrote.
 func startServer(ctx context.Context, root, work, name string, profiling bool, extra ...string) (*server, error) {
@@ -147,6 +152,9 @@ func (s *server) launch(ctx context.Context, extra ...string) error {
 	s.cmd = exec.Command(filepath.Join(s.root, "bin", "orca-server"), append(append([]string(nil), s.args...), extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if len(serverEnv) > 0 {
+		s.cmd.Env = append(os.Environ(), serverEnv...)
+	}
 	if err := s.cmd.Start(); err != nil {
 		log.Close()
 		return err
@@ -479,6 +487,35 @@ func (s *server) profile(ctx context.Context, what string, query map[string]stri
 		return err
 	}
 	return f.Close()
+}
+
+// memStats returns orca-server's runtime.MemStats fields (HeapAlloc,
+// HeapInuse, HeapSys, StackInuse, Sys, NumGC, ... in bytes or counts) as
+// /debug/pprof/heap?debug=1 lists them at its end ("# Name = value"),
+// after a GC (gc=1): the live heap, not what garbage it held.
+func (s *server) memStats(ctx context.Context) (map[string]float64, error) {
+	if !s.profiling {
+		return nil, errors.New("orca-server has no --profiling at this commit")
+	}
+	b, err := s.client.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").
+		Param("debug", "1").Param("gc", "1").Timeout(time.Minute).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, val, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if !ok || !strings.HasPrefix(line, "# ") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[name] = v
+		}
+	}
+	if _, ok := out["HeapInuse"]; !ok {
+		return nil, errors.New("no MemStats in /debug/pprof/heap?debug=1")
+	}
+	return out, nil
 }
 
 // tail returns the last lines of a log file, for error messages.

@@ -501,7 +501,7 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 	perSecond := float64(len(order))
 	n := int(perSecond * dur.Seconds())
 	stopProfile := e.profileDuring(ctx, s, id)
-	loadStart := time.Now()
+	loadStart, cpuStart := time.Now(), processCPU(s.pid())
 	dropped := openLoop(ctx, perSecond, n, 5000, func(ctx context.Context, i int, due time.Time) {
 		c := clients[i%len(clients)]
 		op := order[i%len(order)]
@@ -551,7 +551,7 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 		}
 		rec.observe(op, due, err)
 	})
-	loadTime := time.Since(loadStart)
+	loadTime, loadCPU := time.Since(loadStart), processCPU(s.pid())-cpuStart
 	stopProfile()
 	// Let the last events arrive.
 	deadline := time.Now().Add(10 * time.Second)
@@ -577,6 +577,10 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 	out.latency(id+".watch", rec.samples("watch"))
 	out.values[id+".fill"] = fillRate
 	out.values[id+".answered"] = float64(total) / loadTime.Seconds()
+	if total > 0 && loadCPU > 0 {
+		out.values[id+".cpu"] = float64(loadCPU) / float64(time.Millisecond) / float64(total)
+		out.notes[id+".cpu"] = fmt.Sprintf("orca-server's user + system CPU (/proc/<pid>/stat) over the load, %.1f s, per request answered: the apiserver, NATS and the GC together", loadCPU.Seconds())
+	}
 	out.notes[id+".create.p50"] = fmt.Sprintf("%d pods stored first (never scheduled), then %.0f req/s open-loop for %s from 8 users "+
 		"(per second: 150 create, 175 get, 150 update, 24 list with a selector matching 100 pods, 1 list of all pods); "+
 		"latency from the due time to the last byte; %.0f answered/s, %d dropped%s",
@@ -593,7 +597,9 @@ func rng2(i, n int) int { return int(uint64(i)*2654435761) % n }
 // (created bound to them: spec.nodeName set, round-robin), and the binary
 // sizes.
 func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sample, error) {
-	s, err := e.server(ctx, id)
+	// --profiling, always: the heap figures read runtime.MemStats from
+	// /debug/pprof (an endpoint nobody calls costs nothing).
+	s, err := startServer(ctx, e.root, e.work, fmt.Sprintf("%s-run%d", id, e.run), true)
 	if err != nil {
 		return nil, err
 	}
@@ -657,6 +663,7 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 		return out, err
 	}
 	stopProfile := e.profileDuring(ctx, s, id)
+	cpu0 := processCPU(s.pid())
 	if _, err := createPods(ctx, clients, pods, 64, func(i int) *corev1.Pod {
 		p := benchPod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"app": "footprint"})
 		p.Spec.NodeName = e.nodeName(i % nodes)
@@ -665,9 +672,22 @@ func runFootprint(ctx context.Context, e *env, id string, nodes, pods int) (*sam
 		return out, err
 	}
 	settle()
+	cpu := processCPU(s.pid()) - cpu0
 	stopProfile()
 	if out.values[id+".server.loaded"], err = rssMiB(s.pid()); err != nil {
 		return out, err
+	}
+	if cpu > 0 {
+		out.values[id+".server.cpu"] = float64(cpu) / float64(time.Millisecond) / float64(pods)
+		out.notes[id+".server.cpu"] = fmt.Sprintf("orca-server's user + system CPU from the first create to the RSS reading (%.1f s), per pod; GC included", cpu.Seconds())
+	}
+	// After the RSS reading: the MemStats request runs a GC.
+	if ms, err := s.memStats(ctx); err != nil {
+		e.logf("  (e) heap: %v", err)
+	} else {
+		out.values[id+".server.heap"] = ms["HeapAlloc"] / (1 << 20)
+		out.notes[id+".server.heap"] = fmt.Sprintf("runtime.MemStats after a GC, MiB: HeapAlloc (live) %.0f, HeapInuse %.0f, HeapSys %.0f, HeapReleased %.0f, StackInuse %.0f, Sys %.0f; %.0f GCs so far",
+			ms["HeapAlloc"]/(1<<20), ms["HeapInuse"]/(1<<20), ms["HeapSys"]/(1<<20), ms["HeapReleased"]/(1<<20), ms["StackInuse"]/(1<<20), ms["Sys"]/(1<<20), ms["NumGC"])
 	}
 	kb, err := procStatusKB(s.pid(), "VmHWM")
 	if err != nil {

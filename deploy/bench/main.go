@@ -191,9 +191,16 @@ func main() {
 	standIn := flag.Bool("stand-in", false, "stand-in nodes (Node objects and Leases the runner writes, pods marked Ready by the runner) instead of orca-agent --hollow; the default when orca-agent has no --hollow")
 	schedStream := flag.Bool("sched-stream", false, "figure (a) in streaming mode: the scheduler runs while the pods are created (bounded by the create rate when it keeps up) instead of binding a backlog created with orca-server --disable-scheduler")
 	keep := flag.Bool("keep", false, "keep each run's data directory and logs under -work")
+	srvEnv := flag.String("server-env", "", "space-separated NAME=value pairs added to orca-server's environment only (not the runner's or the agents'), e.g. 'GOMEMLIMIT=900MiB'; the setup lines say so")
 	table := flag.String("table", "", "print the table of this JSON report (with -baseline's before column) and exit, running nothing")
 	flag.Parse()
 	log.SetFlags(0)
+	for _, kv := range strings.Fields(*srvEnv) {
+		if !strings.Contains(kv, "=") {
+			log.Fatalf("-server-env: %q is not NAME=value", kv)
+		}
+		serverEnv = append(serverEnv, kv)
+	}
 	if *table != "" {
 		rep, err := ReadReport(*table)
 		if err != nil {
@@ -269,6 +276,9 @@ func main() {
 		rep.Setup = append(rep.Setup, "STAND-IN nodes: Node objects and Leases written by the runner and renewed every 10 s; a stand-in kubelet in the runner marks bound pods Ready")
 	} else {
 		rep.Setup = append(rep.Setup, "hollow nodes: orca-agent --hollow N (one process, the agent code on an in-memory runtime), each node joined with a bootstrap token and its own NATS credentials, writes through the relay")
+	}
+	if len(serverEnv) > 0 {
+		rep.Setup = append(rep.Setup, "orca-server's environment adds "+strings.Join(serverEnv, " ")+" (-server-env)")
 	}
 	var total time.Duration
 	for _, sc := range scenarios(e) {

@@ -83,6 +83,7 @@ func scenarios(e *env) []scenario {
 			cf = append(cf, f)
 		}
 	}
+	cf = append(cf, Figure{ID: "c.cpu", Name: "(c) orca-server CPU per request answered (GC and NATS included)", Unit: "ms"})
 	cf = append(cf, Figure{ID: "c.answered", Name: "(c) requests answered per second of the 500 offered", Unit: "req/s"})
 	cf = append(cf, Figure{ID: "c.fill", Name: fmt.Sprintf("(c) create rate filling the %s pods (64 concurrent)", count(apiPods)), Unit: "pods/s"})
 	out = append(out, scenario{id: "c", runs: runs, figures: cf,
@@ -116,6 +117,8 @@ func scenarios(e *env) []scenario {
 			{ID: "e.agent.idle", Name: "(e) orca-agent idle RSS, no pods", Unit: "MiB", Target: &Target{Op: "<=", Value: 32}},
 			{ID: "e.server.loaded", Name: fmt.Sprintf("(e) orca-server RSS, %s nodes + %s pods", count(fpNodes), count(fpPods)), Unit: "MiB", Target: &Target{Op: "<=", Value: 1024}},
 			{ID: "e.server.peak", Name: "(e) orca-server peak RSS (VmHWM) of that run", Unit: "MiB"},
+			{ID: "e.server.heap", Name: "(e) orca-server live Go heap (HeapAlloc after a GC) of that run", Unit: "MiB"},
+			{ID: "e.server.cpu", Name: "(e) orca-server CPU per pod created, to the RSS reading", Unit: "ms"},
 			{ID: "e.hollow", Name: fmt.Sprintf("(e) orca-agent --hollow %s RSS, with those pods", count(fpNodes)), Unit: "MiB"},
 			{ID: "e.size.orca-server", Name: "(e) binary size orca-server", Unit: "MB"},
 			{ID: "e.size.orca-agent", Name: "(e) binary size orca-agent", Unit: "MB"},
