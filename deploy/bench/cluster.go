@@ -508,6 +508,10 @@ func (s *server) memStats(ctx context.Context) (map[string]float64, error) {
 		if !ok || !strings.HasPrefix(line, "# ") {
 			continue
 		}
+		if name == "Stack" { // "# Stack = StackInuse / StackSys"
+			name, val, _ = strings.Cut(val, " / ")
+			name, val = "StackInuse", name
+		}
 		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
 			out[name] = v
 		}
