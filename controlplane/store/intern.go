@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -145,6 +146,11 @@ func sameQuantities(a, b corev1.ResourceList) bool {
 // object interns what repeats in o: its metadata for every kind, and the
 // spec and status of pods and nodes.
 func (in *interner) object(o Object) {
+	if _, ok := o.(runtime.Unstructured); ok {
+		// Custom resources: their accessors return copies of nested
+		// maps, so there is nothing to share in place.
+		return
+	}
 	in.meta(o)
 	switch t := o.(type) {
 	case *corev1.Pod:
