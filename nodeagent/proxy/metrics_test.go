@@ -115,9 +115,13 @@ func TestMetricsPerServicePort(t *testing.T) {
 	if v := metricValue(t, reg, "orca_proxy_connections_total", "dns", "UDP"); v < 1 {
 		t.Errorf("udp flows %v", v)
 	}
-	if v := metricValue(t, reg, "orca_proxy_bytes_total", "dns", "UDP", "direction", "out"); v < float64(len("u:q0")*3) {
-		t.Errorf("udp bytes out %v", v)
-	}
+	// A reply's bytes are counted after it is sent: wait for the last.
+	storetest.Eventually(t, 3*time.Second, func() error {
+		if v := metricValue(t, reg, "orca_proxy_bytes_total", "dns", "UDP", "direction", "out"); v < float64(len("u:q0")*3) {
+			return fmt.Errorf("udp bytes out %v", v)
+		}
+		return nil
+	})
 
 	// The text exposition names them as documented.
 	if n, err := testutil.GatherAndCount(reg, "orca_proxy_connections_total", "orca_proxy_bytes_total", "orca_proxy_errors_total", "orca_proxy_active"); err != nil || n == 0 {

@@ -735,9 +735,9 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, sp *servicePort, exte
 		tc := c.(*net.TCPConn)
 		if !p.acquire() {
 			// Over the cap: reset at once, holding nothing.
+			sp.m.limit.Inc() // before the client can see the reset
 			tc.SetLinger(0)
 			tc.Close()
-			sp.m.limit.Inc()
 			continue
 		}
 		go p.handle(ctx, tc, sp, external)
