@@ -20,6 +20,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry/batch"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/runtimes/containerd/containerdtest"
 )
 
 // pushJobModule builds examples/hello-wasm/job for wasip1 and pushes it as
@@ -202,4 +203,58 @@ spec:
 		}
 		return nil
 	})
+}
+
+// TestJobsOfContainers: `kubectl create job` of a container image
+// completes (kubectl wait --for=condition=complete), and an Indexed Job of
+// containers gives each container its JOB_COMPLETION_INDEX, resolved by
+// the agent from the pod's annotation as for WASM pods.
+func TestJobsOfContainers(t *testing.T) {
+	containerdtest.Require(t)
+	reg := containerdtest.StartRegistry(t)
+	archive, err := containerdtest.BuildGoImage(t.TempDir(), "docker.io/library/job:v1", containerdtest.JobPackage, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _, err := reg.PushFile(context.Background(), archive, "job:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, withContainerd(containerdtest.Start(t)))
+
+	c.mustKubectl(t, "create", "job", "once", "--image="+ref, "--", "/job", "first-arg")
+	c.mustKubectl(t, "wait", "--for=condition=complete", "job/once", "--timeout=3m")
+	if out := c.mustKubectl(t, "logs", "job/once"); !strings.Contains(out, "args=first-arg") {
+		t.Errorf("kubectl logs job/once: %q", out)
+	}
+
+	c.mustKubectlIn(t, fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata:
+  name: cindexed
+spec:
+  completions: 2
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: job
+        image: %s
+        env:
+        - name: PRINT_ENV
+          value: JOB_COMPLETION_INDEX
+`, ref), "apply", "-f", "-")
+	c.mustKubectl(t, "wait", "--for=condition=complete", "job/cindexed", "--timeout=3m")
+	pods := c.jobPods(t, "cindexed")
+	if len(pods) != 2 {
+		t.Fatalf("%d pods, want 2", len(pods))
+	}
+	for _, p := range pods {
+		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+		if out := c.mustKubectl(t, "logs", p.Name); !strings.Contains(out, "JOB_COMPLETION_INDEX="+idx+"\n") {
+			t.Errorf("pod %s (index %s) logs: %q", p.Name, idx, out)
+		}
+	}
 }
