@@ -68,7 +68,15 @@ func TestWasmPersistentVolumeClaim(t *testing.T) {
 		agents[n], _ = e.agent(n, nil, wz)
 	}
 	e.create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}, store.RuntimeClasses)
+	claimRoundTrip(t, e, agents, new("wasm"))
+}
 
+// claimRoundTrip runs the PV controller and the scheduler for e's agents
+// and checks a claim of the default class across two pods of
+// runtimeClass (nil: the default runtime), as TestWasmPersistentVolumeClaim
+// says.
+func claimRoundTrip(t *testing.T, e *env, agents map[string]*Agent, runtimeClass *string) {
+	ctx := context.Background()
 	reg := builtin.New()
 	inf := store.NewSharedInformers(e.s)
 	pvc := persistentvolume.New(e.s, reg, inf.For(core.PersistentVolumeClaims), inf.For(core.PersistentVolumes), inf.For(storage.StorageClasses),
@@ -94,11 +102,10 @@ func TestWasmPersistentVolumeClaim(t *testing.T) {
 	if _, err := reg.Create(ctx, e.s, core.PersistentVolumeClaims, claim); err != nil {
 		t.Fatal(err)
 	}
-	rc := "wasm"
 	probe := func(name string, readOnly bool, env ...corev1.EnvVar) {
 		p := simplePod(name, "probe:v1", corev1.RestartPolicyNever)
 		p.Namespace, p.UID, p.CreationTimestamp = "default", types.UID("uid-"+name), metav1.Now()
-		p.Spec.RuntimeClassName = &rc
+		p.Spec.RuntimeClassName = runtimeClass
 		p.Spec.SchedulerName = scheduler.DefaultSchedulerName
 		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data", ReadOnly: readOnly}}}}
@@ -175,4 +182,14 @@ func TestWasmPersistentVolumeClaim(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestContainerPersistentVolumeClaim is TestWasmPersistentVolumeClaim's
+// round trip with container pods on the real containerd (one node): the
+// claim's directory is bind-mounted, read-only for the reader.
+func TestContainerPersistentVolumeClaim(t *testing.T) {
+	rt := containerdRuntime(t)
+	e := newEnv(t)
+	a, _ := e.agent("n1", nil, rt)
+	claimRoundTrip(t, e, map[string]*Agent{"n1": a}, nil)
 }

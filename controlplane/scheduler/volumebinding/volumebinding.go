@@ -224,6 +224,7 @@ func topologyAllows(sc *storagev1.StorageClass, node *corev1.Node) bool {
 // scheduled again).
 func (p *VolumeBinding) PreBind(ctx context.Context, pod *corev1.Pod, node string) *framework.Status {
 	var waitFor []string
+	written := map[string]uint64{} // claim -> revision of our annotation write
 	for _, name := range claimsOf(pod) {
 		pvc, ok := p.l.Claim(pod.Namespace, name)
 		if !ok {
@@ -236,7 +237,7 @@ func (p *VolumeBinding) PreBind(ctx context.Context, pod *corev1.Pod, node strin
 		if pvc.Annotations[core.AnnSelectedNode] == node {
 			continue
 		}
-		_, err := p.s.GuaranteedUpdate(ctx, core.PersistentVolumeClaims, pod.Namespace, name, store.NewUIDPreconditions(string(pvc.UID)), func(o store.Object) (store.Object, error) {
+		out, err := p.s.GuaranteedUpdate(ctx, core.PersistentVolumeClaims, pod.Namespace, name, store.NewUIDPreconditions(string(pvc.UID)), func(o store.Object) (store.Object, error) {
 			c := o.(*corev1.PersistentVolumeClaim)
 			if c.Spec.VolumeName != "" {
 				return c, nil
@@ -250,6 +251,7 @@ func (p *VolumeBinding) PreBind(ctx context.Context, pod *corev1.Pod, node strin
 		if err != nil {
 			return framework.AsStatus(fmt.Errorf("set the selected node of persistentvolumeclaim %s/%s: %w", pod.Namespace, name, err))
 		}
+		written[name], _ = store.ParseResourceVersion(out.GetResourceVersion())
 	}
 	if len(waitFor) == 0 {
 		return nil
@@ -262,6 +264,13 @@ func (p *VolumeBinding) PreBind(ctx context.Context, pod *corev1.Pod, node strin
 		done := true
 		for _, name := range waitFor {
 			pvc, ok := p.l.Claim(pod.Namespace, name)
+			if ok {
+				// The informer may not have our annotation yet.
+				if rv, _ := store.ParseResourceVersion(pvc.ResourceVersion); rv < written[name] {
+					done = false
+					continue
+				}
+			}
 			switch {
 			case !ok:
 				return framework.AsStatus(fmt.Errorf("binding volumes: persistentvolumeclaim %q not found", name))
