@@ -479,6 +479,7 @@ func (w *podWorker) taskSpec(ctx context.Context, c *container, attempt int) (ru
 	spec := runtimes.TaskSpec{
 		ID:           id.String(),
 		PodNamespace: w.ns, PodName: w.name, PodUID: string(w.uid), ContainerName: c.name,
+		Hostname:    w.pod.Spec.Hostname,
 		Image:       c.spec.Image,
 		Command:     cmd,
 		Args:        args,

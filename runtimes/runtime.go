@@ -83,6 +83,9 @@ type TaskSpec struct {
 	ID string
 	// Pod identity, for labels, logs and HOSTNAME.
 	PodNamespace, PodName, PodUID, ContainerName string
+	// Hostname is the pod's spec.hostname (a Job's "<job>-<index>"); empty:
+	// PodName, as the kubelet's GeneratePodHostNameAndDomain.
+	Hostname string
 	// Image is the container image or the WASM module reference.
 	Image string
 	// Command and Args as in the container spec (Kubernetes semantics:

@@ -69,7 +69,7 @@ func (c *cluster) jobPods(t *testing.T, name string) []*corev1.Pod {
 // through kubectl: the documentation's pi Job completes; a failing command
 // with backoffLimit 2 fails after exactly 3 pods; an Indexed Job of 5
 // completions runs at most 2 pods at once and each pod sees its
-// JOB_COMPLETION_INDEX.
+// JOB_COMPLETION_INDEX and its hostname <job>-<index>.
 func TestJobsOfWasmPods(t *testing.T) {
 	c := startCluster(t, func(cc *clusterConfig) { cc.jobBackoff = 100 * time.Millisecond })
 	c.pushJobModule(t)
@@ -183,7 +183,7 @@ spec:
 		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
 		seen[idx] = true
 		out := c.mustKubectl(t, "logs", p.Name)
-		if !strings.Contains(out, "JOB_COMPLETION_INDEX="+idx+"\n") {
+		if !strings.Contains(out, "JOB_COMPLETION_INDEX="+idx+"\n") || !strings.Contains(out, "hostname=indexed-"+idx+"\n") {
 			t.Errorf("pod %s (index %s) logs: %q", p.Name, idx, out)
 		}
 	}
@@ -253,7 +253,7 @@ spec:
 	}
 	for _, p := range pods {
 		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
-		if out := c.mustKubectl(t, "logs", p.Name); !strings.Contains(out, "JOB_COMPLETION_INDEX="+idx+"\n") {
+		if out := c.mustKubectl(t, "logs", p.Name); !strings.Contains(out, "JOB_COMPLETION_INDEX="+idx+"\n") || !strings.Contains(out, "hostname=cindexed-"+idx+"\n") {
 			t.Errorf("pod %s (index %s) logs: %q", p.Name, idx, out)
 		}
 	}

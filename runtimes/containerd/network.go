@@ -54,7 +54,7 @@ func (r *Runtime) withNetwork(cid string, spec runtimes.TaskSpec) oci.SpecOpts {
 			s.Hostname = "" // the node's: runc sets none outside a UTS namespace of its own
 			if h, err := os.Hostname(); err == nil && s.Process != nil {
 				for i, kv := range s.Process.Env {
-					if kv == "HOSTNAME="+hostname(spec.PodName) {
+					if kv == "HOSTNAME="+podHostname(spec) {
 						s.Process.Env[i] = "HOSTNAME=" + h
 					}
 				}
@@ -79,7 +79,7 @@ func (r *Runtime) withNetwork(cid string, spec runtimes.TaskSpec) oci.SpecOpts {
 				return err
 			}
 		}
-		name := hostname(spec.PodName)
+		name := podHostname(spec)
 		return r.bindNetworkFiles(cid, s, [][3]string{
 			{"hosts", "/etc/hosts", string(hostsFile(spec.PodIP, name))},
 			{"hostname", "/etc/hostname", name + "\n"},

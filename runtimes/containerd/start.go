@@ -198,7 +198,7 @@ func (r *Runtime) specOpts(cid string, spec runtimes.TaskSpec, ic ocispec.ImageC
 	opts := []oci.SpecOpts{
 		checkImageUser(spec, ic),
 		withImageConfig(ic, spec),
-		oci.WithHostname(hostname(spec.PodName)),
+		oci.WithHostname(podHostname(spec)),
 		oci.WithCgroup(r.cgroupsPath(cid)),
 		r.withNetwork(cid, spec),
 	}
@@ -250,6 +250,14 @@ func argv(ic ocispec.ImageConfig, command, args []string) []string {
 // bytes without a trailing '-' or '.', as the kubelet's
 // GeneratePodHostNameAndDomain does (a pod name may be 253 long, a
 // hostname 64 at most).
+// podHostname is the task's pod hostname: spec.Hostname, else the pod name.
+func podHostname(spec runtimes.TaskSpec) string {
+	if spec.Hostname != "" {
+		return hostname(spec.Hostname)
+	}
+	return hostname(spec.PodName)
+}
+
 func hostname(pod string) string {
 	if len(pod) > 63 {
 		pod = strings.TrimRight(pod[:63], "-.")
@@ -283,7 +291,7 @@ func env(ic ocispec.ImageConfig, spec runtimes.TaskSpec) []string {
 	for _, kv := range base {
 		set(kv)
 	}
-	set("HOSTNAME=" + hostname(spec.PodName))
+	set("HOSTNAME=" + podHostname(spec))
 	for _, kv := range spec.Env {
 		set(kv)
 	}

@@ -216,14 +216,18 @@ func argv(spec runtimes.TaskSpec) []string {
 	return append([]string{name}, spec.Args...)
 }
 
-// env returns the container env plus HOSTNAME = pod name, as the kubelet
-// sets it (an explicit HOSTNAME in the spec wins, as it does there).
+// env returns the container env plus HOSTNAME = the pod's hostname
+// (spec.Hostname, else its name), as the kubelet sets it (an explicit
+// HOSTNAME in the spec wins, as it does there).
 func env(spec runtimes.TaskSpec) []string {
 	out := append([]string{}, spec.Env...)
 	for _, kv := range spec.Env {
 		if strings.HasPrefix(kv, "HOSTNAME=") {
 			return out
 		}
+	}
+	if spec.Hostname != "" {
+		return append(out, "HOSTNAME="+spec.Hostname)
 	}
 	return append(out, "HOSTNAME="+spec.PodName)
 }
