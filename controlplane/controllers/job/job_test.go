@@ -325,7 +325,15 @@ func TestSuspendResume(t *testing.T) {
 	if j.Status.Failed != 0 {
 		t.Fatalf("pods deleted by suspension counted as failed: %+v", j.Status)
 	}
-	time.Sleep(1100 * time.Millisecond) // startTime has a resolution of one second
+	// An old startTime (as if suspended for an hour) is reset on resume.
+	old := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	if _, err := e.s.GuaranteedUpdate(context.Background(), batch.Jobs, "default", "sus", nil, func(o store.Object) (store.Object, error) {
+		o.(*batchv1.Job).Status.StartTime = &old
+		return o, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start = &old
 	setSuspend(false)
 	e.waitActive(uid, 2)
 	storetest.Eventually(t, wait, func() error {
