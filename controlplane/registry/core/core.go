@@ -8,5 +8,5 @@ import "github.com/orca-edge/orca/controlplane/registry"
 
 // Kinds returns the core kinds in discovery order.
 func Kinds() []registry.Kind {
-	return []registry.Kind{Namespace(), Node(), Pod(), Service(), Endpoints(), ConfigMap(), Secret(), ServiceAccount(), Event(), PersistentVolume(), PersistentVolumeClaim()}
+	return []registry.Kind{Namespace(), Node(), Pod(), Service(), Endpoints(), ConfigMap(), Secret(), ServiceAccount(), Event(), PersistentVolume(), PersistentVolumeClaim(), ResourceQuota(), LimitRange()}
 }
