@@ -5,4 +5,4 @@ package batch
 import "github.com/orca-edge/orca/controlplane/registry"
 
 // Kinds returns the batch kinds in discovery order.
-func Kinds() []registry.Kind { return []registry.Kind{Job()} }
+func Kinds() []registry.Kind { return []registry.Kind{Job(), CronJob()} }
