@@ -68,6 +68,11 @@ type Kind struct {
 	// secret's type when not sent); old is the stored object, not to be
 	// modified. Status handling is generic (see Status).
 	PrepareForUpdate func(obj, old store.Object)
+	// AfterUpdateMerge, when set, runs on an update once the status rules
+	// have taken what the write may change (and Default has run), on the
+	// object to store: for what follows from the spec as stored (a
+	// DaemonSet's template generation), which a status write must not move.
+	AfterUpdateMerge func(obj, old store.Object)
 	// Validate checks the kind's own fields on create and update
 	// (metadata is checked generically: ValidateObjectMeta).
 	Validate func(obj store.Object) field.ErrorList

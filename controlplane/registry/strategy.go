@@ -175,6 +175,9 @@ func PrepareUpdate(k *Kind, sub string, obj, old store.Object) (store.Object, er
 	if k.Default != nil {
 		k.Default(obj)
 	}
+	if k.AfterUpdateMerge != nil {
+		k.AfterUpdateMerge(obj, old)
+	}
 	gen := old.GetGeneration()
 	if k.Generation && specChanged(obj, old, typedPrepare) {
 		gen++

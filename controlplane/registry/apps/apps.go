@@ -18,7 +18,7 @@ import (
 
 // Kinds returns the apps kinds in discovery order.
 func Kinds() []registry.Kind {
-	return []registry.Kind{Deployment(), ReplicaSet(), StatefulSet(), ControllerRevision()}
+	return []registry.Kind{Deployment(), ReplicaSet(), StatefulSet(), DaemonSet(), ControllerRevision()}
 }
 
 // replicas is *n, or 1 (the default) when nil.
