@@ -15,6 +15,7 @@ import (
 
 	"github.com/orca-edge/orca/controlplane/controllers/clusterroleaggregation"
 	"github.com/orca-edge/orca/controlplane/controllers/csr"
+	"github.com/orca-edge/orca/controlplane/controllers/daemonset"
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
 	"github.com/orca-edge/orca/controlplane/controllers/disruption"
 	"github.com/orca-edge/orca/controlplane/controllers/endpoints"
@@ -34,6 +35,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/servicelb"
 	"github.com/orca-edge/orca/controlplane/controllers/tokencleaner"
 	"github.com/orca-edge/orca/controlplane/registry"
+	"github.com/orca-edge/orca/controlplane/registry/apps"
 	"github.com/orca-edge/orca/controlplane/registry/batch"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/registry/certificates"
@@ -156,8 +158,10 @@ func New(cfg Config) (*Manager, error) {
 		pvcs        = inf(core.PersistentVolumeClaims)
 		pvs         = inf(core.PersistentVolumes)
 		scs         = inf(storage.StorageClasses)
+		dss         = inf(apps.DaemonSets)
+		revs        = inf(apps.ControllerRevisions)
 	)
-	m := &Manager{cfg: cfg, factory: factory, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs, pvcs, pvs, scs}}
+	m := &Manager{cfg: cfg, factory: factory, informers: []*store.Informer{pods, rss, deployments, services, eps, nodes, leases, namespaces, slices, pdbs, sas, crs, csrs, pvcs, pvs, scs, dss, revs}}
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
@@ -169,6 +173,7 @@ func New(cfg Config) (*Manager, error) {
 		{nodepods.Name, nodepods.New(s, pods).Run},
 		{replicaset.Name, wrap(replicaset.New(s, reg, rss, pods).Run)},
 		{deployment.Name, wrap(deployment.New(s, reg, deployments, rss, pods).Run)},
+		{daemonset.Name, wrap(daemonset.New(s, reg, dss, revs, pods, nodes).Run)},
 		{endpoints.Name, wrap(endpoints.New(s, reg, services, pods, eps).Run)},
 		{endpointslice.Name, wrap(endpointslice.New(s, reg, services, pods, eps, slices).Run)},
 		{nodelifecycle.Name, wrap(nodelifecycle.New(s, reg, nodes, leases, pods, cfg.NodeMonitorGracePeriod).Run)},
