@@ -134,25 +134,36 @@ func (s *Server) writeList(c echo.Context, ri reqInfo, q url.Values, p store.Pag
 	if err != nil || !bytes.HasSuffix(head, []byte("[]}")) {
 		return apierrors.NewInternalError(fmt.Errorf("encode %s: %v", ri.res.ListKind, err))
 	}
+	// The pieces are written as they are rather than copied into one
+	// body first (150 KB more per request for a list of 100 pods); the
+	// bytes sent are the same.
 	items := make([][]byte, len(p.Items))
-	size := len(head) + len(items)
 	for i := range p.Items {
 		if items[i], err = p.ItemJSON(i); err != nil {
 			return apierrors.NewInternalError(err)
 		}
-		size += len(items[i])
 	}
-	out := make([]byte, 0, size)
-	out = append(out, head[:len(head)-2]...)
+	resp := c.Response()
+	resp.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON) // as c.JSONBlob
+	resp.WriteHeader(http.StatusOK)
+	if _, err := resp.Write(head[:len(head)-2]); err != nil { // up to "items":[
+		return err
+	}
 	for i, b := range items {
 		if i > 0 {
-			out = append(out, ',')
+			if _, err := resp.Write(comma); err != nil {
+				return err
+			}
 		}
-		out = append(out, b...)
+		if _, err := resp.Write(b); err != nil {
+			return err
+		}
 	}
-	out = append(out, "]}"...)
-	return c.JSONBlob(http.StatusOK, out)
+	_, err = resp.Write(listEnd)
+	return err
 }
+
+var comma, listEnd = []byte(","), []byte("]}")
 
 // objectList is the JSON shape of every <Kind>List.
 type objectList struct {
