@@ -1,8 +1,8 @@
 // Package deployment is orca's Deployment controller: one ReplicaSet per
 // pod template (named "<deployment>-<pod-template-hash>"), rolling updates
 // within maxSurge/maxUnavailable, Recreate, revision history and status, as
-// kube-controller-manager's DeploymentController (simplified: scaling
-// during a rollout is not proportional; the rollout converges it).
+// kube-controller-manager's DeploymentController, with proportional
+// scaling of a rollout's ReplicaSets (scale.go).
 package deployment
 
 import (

@@ -173,42 +173,6 @@ func (c *Controller) rolloutRecreate(ctx context.Context, key string, d *appsv1.
 	return c.syncStatus(ctx, key, d, newRS, old)
 }
 
-// syncPaused only scales: a paused Deployment creates no new ReplicaSet
-// and does not roll; when one ReplicaSet is active (or only the newest
-// exists) it gets spec.replicas.
-func (c *Controller) syncPaused(ctx context.Context, key string, d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) error {
-	newRS, old, err := c.getAllReplicaSets(ctx, d, rsList, false)
-	if err != nil {
-		return err
-	}
-	var active []*appsv1.ReplicaSet
-	for _, rs := range append(append([]*appsv1.ReplicaSet(nil), old...), newRS) {
-		if rs != nil && rsReplicas(rs) > 0 {
-			active = append(active, rs)
-		}
-	}
-	target := newRS
-	if len(active) == 1 {
-		target = active[0]
-	}
-	if target != nil && len(active) <= 1 {
-		scaled, err := c.scaleRS(ctx, target, replicasOf(d.Spec.Replicas), d)
-		if err != nil {
-			return err
-		}
-		if target == newRS {
-			newRS = scaled
-		} else {
-			for i := range old {
-				if old[i] == target {
-					old[i] = scaled
-				}
-			}
-		}
-	}
-	return c.syncStatus(ctx, key, d, newRS, old)
-}
-
 // cleanupDeployment deletes the oldest old ReplicaSets that are scaled to
 // zero beyond spec.revisionHistoryLimit (default 10).
 func (c *Controller) cleanupDeployment(ctx context.Context, old []*appsv1.ReplicaSet, d *appsv1.Deployment) error {

@@ -50,7 +50,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		newRS, old := c.findNewAndOld(d, rsList)
 		return c.syncStatus(ctx, key, d, newRS, old)
 	case d.Spec.Paused:
-		return c.syncPaused(ctx, key, d, rsList)
+		return c.syncScale(ctx, key, d, rsList)
+	}
+	if newRS, old := c.findNewAndOld(d, rsList); isScalingEvent(d, newRS, old) {
+		return c.syncScale(ctx, key, d, rsList)
+	}
+	switch {
 	case isRollingUpdate(d):
 		return c.rolloutRolling(ctx, key, d, rsList)
 	default:
