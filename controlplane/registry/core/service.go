@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,10 +58,7 @@ func Service() registry.Kind {
 					ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
 				}
 			}
-			ext := "<none>"
-			if len(x.Spec.ExternalIPs) > 0 {
-				ext = strings.Join(x.Spec.ExternalIPs, ",")
-			}
+			ext := serviceExternalIP(x)
 			sel := make([]string, 0, len(x.Spec.Selector))
 			for k, v := range x.Spec.Selector {
 				sel = append(sel, k+"="+v)
@@ -73,4 +71,47 @@ func Service() registry.Kind {
 			return fields.Set{"spec.clusterIP": o.Spec.ClusterIP, "spec.type": string(o.Spec.Type)}
 		},
 	}
+}
+
+// serviceExternalIP is the EXTERNAL-IP cell of kubectl get services, as
+// Kubernetes' printers (getServiceExternalIP): a LoadBalancer's ingress
+// addresses (IP, else hostname) then its externalIPs, "<pending>" while it
+// has neither (ingress addresses sorted, each once); the externalIPs or "<none>" for ClusterIP and NodePort; the
+// externalName of an ExternalName Service. Like the printers' non-wide
+// form, a list of ingress addresses longer than 16 characters is cut to
+// 13 and "...".
+func serviceExternalIP(svc *corev1.Service) string {
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeLoadBalancer:
+		var lb []string
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				lb = append(lb, in.IP)
+			} else if in.Hostname != "" {
+				lb = append(lb, in.Hostname)
+			}
+		}
+		slices.Sort(lb)
+		ingress := strings.Join(slices.Compact(lb), ",")
+		if len(ingress) > 16 {
+			ingress = ingress[:13] + "..."
+		}
+		var out []string
+		if ingress != "" {
+			out = append(out, strings.Split(ingress, ",")...)
+		}
+		out = append(out, svc.Spec.ExternalIPs...)
+		if len(out) == 0 {
+			return "<pending>"
+		}
+		return strings.Join(out, ",")
+	case corev1.ServiceTypeExternalName:
+		return svc.Spec.ExternalName
+	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, "":
+		if len(svc.Spec.ExternalIPs) > 0 {
+			return strings.Join(svc.Spec.ExternalIPs, ",")
+		}
+		return "<none>"
+	}
+	return "<unknown>"
 }

@@ -196,3 +196,30 @@ func clientIPTimeout(sec int32) func(*corev1.ServiceSpec) {
 		s.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &sec}}
 	}
 }
+
+// TestServiceExternalIPColumn checks the EXTERNAL-IP cell against
+// Kubernetes' printers: a LoadBalancer shows its ingress (or <pending>),
+// then its externalIPs.
+func TestServiceExternalIPColumn(t *testing.T) {
+	lb := func(ingress []corev1.LoadBalancerIngress, ext ...string) *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalIPs: ext},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: ingress}}}
+	}
+	for _, c := range []struct {
+		svc  *corev1.Service
+		want string
+	}{
+		{lb(nil), "<pending>"},
+		{lb([]corev1.LoadBalancerIngress{{IP: "127.0.0.1"}}), "127.0.0.1"},
+		{lb([]corev1.LoadBalancerIngress{{Hostname: "lb.example"}}, "192.0.2.7"), "lb.example,192.0.2.7"},
+		{lb([]corev1.LoadBalancerIngress{{IP: "192.0.2.10"}, {IP: "192.0.2.11"}, {IP: "192.0.2.10"}}), "192.0.2.10,19..."},
+		{lb(nil, "192.0.2.7"), "192.0.2.7"},
+		{&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort}}, "<none>"},
+		{&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ExternalIPs: []string{"192.0.2.1", "192.0.2.2"}}}, "192.0.2.1,192.0.2.2"},
+		{&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example"}}, "db.example"},
+	} {
+		if got := Service().Row(c.svc)[3]; got != c.want {
+			t.Errorf("%+v: EXTERNAL-IP %q, want %q", c.svc.Spec, got, c.want)
+		}
+	}
+}
