@@ -33,6 +33,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/rootcacertpublisher"
 	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/controllers/servicelb"
+	"github.com/orca-edge/orca/controlplane/controllers/statefulset"
 	"github.com/orca-edge/orca/controlplane/controllers/tokencleaner"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/registry/apps"
@@ -189,6 +190,9 @@ func New(cfg Config) (*Manager, error) {
 		{persistentvolume.Name, wrap(persistentvolume.New(s, reg, pvcs, pvs, scs, pods, nodes,
 			persistentvolume.Config{DefaultLocalStoragePath: cfg.DefaultLocalStoragePath, DisableDefaultClass: cfg.DisableLocalStorage}).Run)},
 	}
+	stss, revs := inf(apps.StatefulSets), inf(apps.ControllerRevisions)
+	m.informers = append(m.informers, stss, revs)
+	m.controllers = append(m.controllers, namedRunner{statefulset.Name, wrap(statefulset.New(s, reg, stss, pods, pvcs, revs).Run)})
 	if !cfg.DisableServiceLB {
 		m.controllers = append(m.controllers, namedRunner{servicelb.Name, wrap(servicelb.New(s, reg, services, nodes).Run)})
 	}
