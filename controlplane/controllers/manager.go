@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/controllers/clusterroleaggregation"
+	"github.com/orca-edge/orca/controlplane/controllers/cronjob"
 	"github.com/orca-edge/orca/controlplane/controllers/csr"
 	"github.com/orca-edge/orca/controlplane/controllers/daemonset"
 	"github.com/orca-edge/orca/controlplane/controllers/deployment"
@@ -166,11 +167,12 @@ func New(cfg Config) (*Manager, error) {
 	wrap := func(run func(context.Context, int)) func(context.Context, int) error {
 		return func(ctx context.Context, w int) error { run(ctx, w); return nil }
 	}
-	jobs := inf(batch.Jobs)
-	m.informers = append(m.informers, jobs)
+	jobs, cronJobs := inf(batch.Jobs), inf(batch.CronJobs)
+	m.informers = append(m.informers, jobs, cronJobs)
 	m.controllers = []namedRunner{
 		{job.Name, wrap(job.New(s, reg, jobs, pods, job.Options{BackoffBase: cfg.JobBackoffBase}).Run)},
 		{job.TTLName, wrap(job.NewTTL(s, reg, jobs).Run)},
+		{cronjob.Name, wrap(cronjob.New(s, reg, cronJobs, jobs, cronjob.Options{}).Run)},
 		{nodepods.Name, nodepods.New(s, pods).Run},
 		{replicaset.Name, wrap(replicaset.New(s, reg, rss, pods).Run)},
 		{deployment.Name, wrap(deployment.New(s, reg, deployments, rss, pods).Run)},
