@@ -24,7 +24,7 @@ func TestProportionalSizes(t *testing.T) {
 	}
 	dep := func(n, surge int32) *appsv1.Deployment {
 		return &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: &n, Strategy: appsv1.DeploymentStrategy{
-			Type: appsv1.RollingUpdateDeploymentStrategyType,
+			Type:          appsv1.RollingUpdateDeploymentStrategyType,
 			RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptrTo(intstr.FromInt32(surge)), MaxUnavailable: ptrTo(intstr.FromInt32(2))}}}}
 	}
 	for _, tc := range []struct {

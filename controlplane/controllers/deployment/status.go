@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/orca-edge/orca/controlplane/store"
@@ -19,6 +20,7 @@ const (
 	reasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
 	reasonNewRSAvailable             = "NewReplicaSetAvailable"
 	reasonNewRSCreated               = "NewReplicaSetCreated"
+	reasonFoundNewRS                 = "FoundNewReplicaSet"
 	reasonRSUpdated                  = "ReplicaSetUpdated"
 	reasonTimedOut                   = "ProgressDeadlineExceeded"
 	reasonPaused                     = "DeploymentPaused"
@@ -68,41 +70,96 @@ func deploymentProgressing(d *appsv1.Deployment, st appsv1.DeploymentStatus) boo
 		st.ReadyReplicas > d.Status.ReadyReplicas || st.AvailableReplicas > d.Status.AvailableReplicas
 }
 
-// syncStatus computes d's status with the Progressing condition (the
-// DeploymentController's syncRolloutStatus) and writes it when it changed.
-// An incomplete rollout is rechecked when its progress deadline passes.
+// hasProgressDeadline is deploymentutil.HasProgressDeadline; an unset
+// progressDeadlineSeconds is the apiserver's default, 600.
+func hasProgressDeadline(d *appsv1.Deployment) bool {
+	return d.Spec.ProgressDeadlineSeconds == nil || *d.Spec.ProgressDeadlineSeconds != math.MaxInt32
+}
+
+func progressDeadline(d *appsv1.Deployment) time.Duration {
+	if d.Spec.ProgressDeadlineSeconds == nil {
+		return defaultProgressDeadlineSeconds * time.Second
+	}
+	return time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second
+}
+
+// checkPausedConditions is the DeploymentController's: Progressing
+// becomes Unknown/DeploymentPaused when d is paused (no deadline runs
+// while paused) and Unknown/DeploymentResumed when it is resumed (the
+// deadline runs again from then), unless it already reports
+// ProgressDeadlineExceeded. It changes d.Status in memory; syncStatus
+// writes it.
+func checkPausedConditions(d *appsv1.Deployment) {
+	if !hasProgressDeadline(d) {
+		return
+	}
+	cond := getCondition(d.Status, appsv1.DeploymentProgressing)
+	if cond != nil && cond.Reason == reasonTimedOut {
+		return
+	}
+	pausedCond := cond != nil && cond.Reason == reasonPaused
+	switch {
+	case d.Spec.Paused && !pausedCond:
+		setCondition(&d.Status, appsv1.DeploymentProgressing, corev1.ConditionUnknown, reasonPaused, "Deployment is paused")
+	case !d.Spec.Paused && pausedCond:
+		setCondition(&d.Status, appsv1.DeploymentProgressing, corev1.ConditionUnknown, reasonResumed, "Deployment is resumed")
+	}
+}
+
+// syncStatus computes d's status and, unless d is paused, its Progressing
+// condition (the DeploymentController's syncRolloutStatus):
+// NewReplicaSetAvailable once the rollout is complete, ReplicaSetUpdated
+// (lastUpdateTime now) whenever it progressed, and False/
+// ProgressDeadlineExceeded once progressDeadlineSeconds passed since the
+// condition's lastUpdateTime without progress. A rollout neither complete
+// nor timed out is requeued for when its deadline passes
+// (requeueStuckDeployment). The ReplicaFailure condition of its
+// ReplicaSets is carried over (getReplicaFailures). The status is written
+// when it differs from the informer's copy of d (d.Status itself may hold
+// conditions this sync set: NewReplicaSetCreated, FoundNewReplicaSet,
+// paused/resumed).
 func (c *Controller) syncStatus(ctx context.Context, key string, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) error {
 	st := c.calculateStatus(d, newRS, old)
-	rsName := ""
-	if newRS != nil {
-		rsName = newRS.Name
+	if !hasProgressDeadline(d) {
+		removeCondition(&st, appsv1.DeploymentProgressing)
 	}
-	deadline := time.Duration(defaultProgressDeadlineSeconds) * time.Second
-	if d.Spec.ProgressDeadlineSeconds != nil {
-		deadline = time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second
-	}
-	prog := getCondition(st, appsv1.DeploymentProgressing)
-	switch {
-	case d.Spec.Paused:
-		setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionUnknown, reasonPaused, "Deployment is paused")
-	case prog != nil && prog.Reason == reasonPaused:
-		setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionUnknown, reasonResumed, "Deployment is resumed")
-	case deploymentComplete(d, st):
-		setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSAvailable, fmt.Sprintf("ReplicaSet %q has successfully progressed.", rsName))
-	case prog == nil && newRS != nil:
-		setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSCreated, fmt.Sprintf("Created new replica set %q", rsName))
-	case deploymentProgressing(d, st) || (prog != nil && prog.Reason == reasonNewRSAvailable):
-		setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonRSUpdated, fmt.Sprintf("ReplicaSet %q is progressing.", rsName))
-		if pc := getCondition(st, appsv1.DeploymentProgressing); pc != nil {
-			pc.LastUpdateTime = metav1.Now()
+	cur := getCondition(d.Status, appsv1.DeploymentProgressing)
+	isComplete := st.Replicas == st.UpdatedReplicas && cur != nil && cur.Reason == reasonNewRSAvailable
+	if hasProgressDeadline(d) && !d.Spec.Paused && !isComplete {
+		what := fmt.Sprintf("Deployment %q", d.Name)
+		if newRS != nil {
+			what = fmt.Sprintf("ReplicaSet %q", newRS.Name)
 		}
-	case prog != nil && prog.Status == corev1.ConditionTrue && time.Since(prog.LastUpdateTime.Time) > deadline:
-		setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionFalse, reasonTimedOut, fmt.Sprintf("ReplicaSet %q has timed out progressing.", rsName))
+		switch {
+		case deploymentComplete(d, st):
+			setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSAvailable, what+" has successfully progressed.")
+		case deploymentProgressing(d, st):
+			// Progress moves lastUpdateTime even with the same reason.
+			now := metav1.Now()
+			cond := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: reasonRSUpdated,
+				Message: what + " is progressing.", LastUpdateTime: now, LastTransitionTime: now}
+			if cur != nil && cur.Status == corev1.ConditionTrue {
+				cond.LastTransitionTime = cur.LastTransitionTime
+			}
+			removeCondition(&st, appsv1.DeploymentProgressing)
+			st.Conditions = append(st.Conditions, cond)
+		case deploymentTimedOut(d, st):
+			setCondition(&st, appsv1.DeploymentProgressing, corev1.ConditionFalse, reasonTimedOut, what+" has timed out progressing.")
+		}
 	}
-	if p := getCondition(st, appsv1.DeploymentProgressing); p != nil && p.Status == corev1.ConditionTrue && p.Reason != reasonNewRSAvailable {
-		c.queue.AddAfter(key, time.Until(p.LastUpdateTime.Add(deadline))+time.Second)
+	if f := replicaFailure(newRS, old); f != nil {
+		setCondition(&st, appsv1.DeploymentReplicaFailure, f.Status, f.Reason, f.Message)
+	} else {
+		removeCondition(&st, appsv1.DeploymentReplicaFailure)
 	}
-	if apiequality.Semantic.DeepEqual(d.Status, st) {
+	if !d.Spec.Paused {
+		c.requeueStuck(key, d, st)
+	}
+	stored := d.Status
+	if o, ok := c.ds.Get(d.Namespace, d.Name); ok && o.GetUID() == d.UID {
+		stored = o.(*appsv1.Deployment).Status
+	}
+	if apiequality.Semantic.DeepEqual(stored, st) {
 		return nil
 	}
 	_, err := c.reg.GuaranteedUpdateStatus(ctx, c.s, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
@@ -124,6 +181,62 @@ func (c *Controller) syncStatus(ctx context.Context, key string, d *appsv1.Deplo
 		return fmt.Errorf("update status of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
+}
+
+// deploymentTimedOut is deploymentutil.DeploymentTimedOut: the
+// Progressing condition of st has not moved for progressDeadlineSeconds.
+func deploymentTimedOut(d *appsv1.Deployment, st appsv1.DeploymentStatus) bool {
+	cond := getCondition(st, appsv1.DeploymentProgressing)
+	switch {
+	case !hasProgressDeadline(d) || cond == nil || cond.Reason == reasonNewRSAvailable:
+		return false
+	case cond.Reason == reasonTimedOut:
+		return true
+	}
+	return cond.LastUpdateTime.Add(progressDeadline(d)).Before(time.Now())
+}
+
+// requeueStuck is the DeploymentController's requeueStuckDeployment: a
+// rollout that is neither complete nor timed out is synced again when its
+// deadline passes (a second after), so it times out without any event.
+func (c *Controller) requeueStuck(key string, d *appsv1.Deployment, st appsv1.DeploymentStatus) {
+	cond := getCondition(st, appsv1.DeploymentProgressing)
+	if !hasProgressDeadline(d) || cond == nil || deploymentComplete(d, st) || cond.Reason == reasonTimedOut {
+		return
+	}
+	after := time.Until(cond.LastUpdateTime.Add(progressDeadline(d)))
+	if after < time.Second {
+		c.queue.AddRateLimited(key)
+		return
+	}
+	c.queue.AddAfter(key, after+time.Second)
+}
+
+// replicaFailure returns the ReplicaFailure condition of the new
+// ReplicaSet, else of the first old one that has it
+// (getReplicaFailures).
+func replicaFailure(newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) *appsv1.ReplicaSetCondition {
+	for _, rs := range append([]*appsv1.ReplicaSet{newRS}, old...) {
+		if rs == nil {
+			continue
+		}
+		for i := range rs.Status.Conditions {
+			if rs.Status.Conditions[i].Type == appsv1.ReplicaSetReplicaFailure {
+				return &rs.Status.Conditions[i]
+			}
+		}
+	}
+	return nil
+}
+
+func removeCondition(st *appsv1.DeploymentStatus, t appsv1.DeploymentConditionType) {
+	var kept []appsv1.DeploymentCondition
+	for _, c := range st.Conditions {
+		if c.Type != t {
+			kept = append(kept, c)
+		}
+	}
+	st.Conditions = kept
 }
 
 func getCondition(st appsv1.DeploymentStatus, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {

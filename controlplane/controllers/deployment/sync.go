@@ -24,6 +24,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	d := obj.(*appsv1.Deployment).DeepCopy()
+	checkPausedConditions(d)
 	if !c.exp.satisfied(key, ns, c.rss.Get) {
 		// The informer's event for the pending write enqueues d again;
 		// the delayed add is the timeout's fallback.
@@ -87,11 +88,12 @@ func (c *Controller) getAllReplicaSets(ctx context.Context, d *appsv1.Deployment
 	newRS, old := c.findNewAndOld(d, rsList)
 	newRevision := strconv.FormatInt(maxRevision(old)+1, 10)
 	var err error
+	created := false
 	switch {
 	case newRS != nil:
 		newRS, err = c.syncNewRS(ctx, d, newRS, newRevision)
 	case create:
-		newRS, err = c.createNewRS(ctx, d, old, newRevision)
+		newRS, created, err = c.createNewRS(ctx, d, old, newRevision)
 	default:
 		return nil, old, nil
 	}
@@ -100,6 +102,15 @@ func (c *Controller) getAllReplicaSets(ctx context.Context, d *appsv1.Deployment
 	}
 	if err := c.setDeploymentRevision(ctx, d, newRS.Annotations[RevisionAnnotation]); err != nil {
 		return nil, nil, err
+	}
+	// As getNewReplicaSet: the rollout's deadline runs from here
+	// (syncStatus writes the condition).
+	if hasProgressDeadline(d) {
+		if created {
+			setCondition(&d.Status, appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSCreated, fmt.Sprintf("Created new replica set %q", newRS.Name))
+		} else if getCondition(d.Status, appsv1.DeploymentProgressing) == nil {
+			setCondition(&d.Status, appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonFoundNewRS, fmt.Sprintf("Found new replica set %q", newRS.Name))
+		}
 	}
 	return newRS, old, nil
 }
@@ -150,7 +161,7 @@ func copyAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
 // createNewRS creates "<deployment>-<hash>". On a name collision with a
 // ReplicaSet that is not this template's, it bumps status.collisionCount
 // and returns an error so that the next sync uses a new hash.
-func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet, newRevision string) (*appsv1.ReplicaSet, error) {
+func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet, newRevision string) (*appsv1.ReplicaSet, bool, error) {
 	hash := ComputeHash(&d.Spec.Template, d.Status.CollisionCount)
 	tmpl := d.Spec.Template.DeepCopy()
 	if tmpl.Labels == nil {
@@ -193,19 +204,19 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 		if n := rsReplicas(rs); n > 0 {
 			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from 0 to %d", rs.Name, n))
 		}
-		return created.(*appsv1.ReplicaSet), nil
+		return created.(*appsv1.ReplicaSet), true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create replicaset %s/%s for deployment %s: %w", rs.Namespace, rs.Name, d.Name, err)
+		return nil, false, fmt.Errorf("create replicaset %s/%s for deployment %s: %w", rs.Namespace, rs.Name, d.Name, err)
 	}
 	existing, gerr := c.s.Get(ctx, store.ReplicaSets, rs.Namespace, rs.Name)
 	if gerr != nil {
-		return nil, gerr
+		return nil, false, gerr
 	}
 	ex := existing.(*appsv1.ReplicaSet)
 	if ref := metav1.GetControllerOfNoCopy(ex); ref != nil && ref.UID == d.UID && equalIgnoreHash(&ex.Spec.Template, &d.Spec.Template) {
 		c.exp.wrote(store.KeyOf(d), ex)
-		return ex, nil // created by an earlier sync the cache has not shown yet
+		return ex, false, nil // created by an earlier sync the cache has not shown yet
 	}
 	// A hash collision: count it so that the next hash differs.
 	_, err = c.reg.GuaranteedUpdateStatus(ctx, c.s, store.Deployments, d.Namespace, d.Name, nil, func(obj store.Object) (store.Object, error) {
@@ -218,9 +229,9 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 		return cur, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("record hash collision of deployment %s/%s: %w", d.Namespace, d.Name, err)
+		return nil, false, fmt.Errorf("record hash collision of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
-	return nil, fmt.Errorf("replicaset %s/%s exists with another template: hash collision, retrying with a new collisionCount", rs.Namespace, rs.Name)
+	return nil, false, fmt.Errorf("replicaset %s/%s exists with another template: hash collision, retrying with a new collisionCount", rs.Namespace, rs.Name)
 }
 
 // setDeploymentRevision sets d's revision annotation to rev.
