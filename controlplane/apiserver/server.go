@@ -267,6 +267,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.installRBACAdmission()
 	s.installServiceAccountAdmission()
+	s.installQuotaAdmission() // admission_quota.go
 	s.reg.SetMutatingAdmission(storage.DefaultStorageClassAdmissionName, storage.DefaultStorageClassAdmission(s.listStorageClasses))
 	if s.nc != nil {
 		s.watchNATS()
