@@ -82,6 +82,11 @@ type Config struct {
 	Capacity corev1.ResourceList
 	// Labels are extra Node labels.
 	Labels map[string]string
+	// MetricsResolution is how often the agent publishes its node's and
+	// pods' usage for metrics.k8s.io (kubectl top), as metrics-server's
+	// --metric-resolution. Default DefaultMetricsResolution (15s); at
+	// most nodeapi.MetricsTTL/2.
+	MetricsResolution time.Duration
 	// HeartbeatInterval is the Lease renew period. Default 10s.
 	HeartbeatInterval time.Duration
 	// StatusInterval is the Node status (Ready heartbeat) refresh period
@@ -488,6 +493,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.pods.stopOrphans(ctx)
 	goRun(func() { a.imageGCLoop(ctx) })
+	goRun(func() { a.metricsLoop(ctx) })
 	a.gcSandboxes(ctx)
 	a.removeOrphanLogs()
 	a.removeOrphanVolumes()

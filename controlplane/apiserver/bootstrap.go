@@ -24,6 +24,9 @@ import (
 func (s *Server) Bootstrap(ctx context.Context) error {
 	s.bootMu.Lock()
 	defer s.bootMu.Unlock()
+	if _, err := s.metrics(ctx); err != nil { // the bucket agents put their usage in (metrics_api.go)
+		s.log.Warn("apiserver: metrics.k8s.io not available", "err", err)
+	}
 	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 		if _, err := s.createObject(ctx, store.Namespaces, "", obj, false); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -59,7 +59,7 @@ func (s *Server) groups() []metav1.APIGroup {
 			out[i].Versions = append(out[i].Versions, gv)
 		}
 	}
-	out = append(out, authorizationGroupDiscovery())
+	out = append(out, authorizationGroupDiscovery(), metricsGroupDiscovery())
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	gv := metav1.GroupVersionForDiscovery{GroupVersion: orcaGroup + "/v1", Version: "v1"}
 	out = append(out, metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: orcaGroup, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})

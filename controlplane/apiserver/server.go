@@ -195,6 +195,8 @@ type Server struct {
 	healthMu  sync.Mutex // guards downSince
 	downSince time.Time  // when the NATS connection was seen down; zero while up
 
+	metricsCache metricsCache // metrics.k8s.io (metrics_api.go)
+
 	bootMu sync.Mutex // serializes Bootstrap
 }
 
@@ -550,6 +552,9 @@ func (s *Server) dispatch(c echo.Context) error {
 	}
 	if p == "/apis/"+authorizationGroup || strings.HasPrefix(p, "/apis/"+authorizationGroup+"/") {
 		return s.authorizationAPI(c)
+	}
+	if p == "/apis/"+metricsGroup || strings.HasPrefix(p, "/apis/"+metricsGroup+"/") {
+		return s.metricsAPI(c)
 	}
 	if pp, ok := parseProxyPath(p); ok { // pods/proxy, services/proxy
 		return s.serveProxy(c, pp)

@@ -48,10 +48,12 @@ func repoRoot(t *testing.T) string {
 
 // cluster is an orca control plane plus two agents, all in this process.
 type cluster struct {
-	store     *store.Store
-	server    string            // apiserver URL (HTTPS)
-	sec       *securitytest.Env // its certificates; the admin's client
-	kubectlIn func(stdin string, args ...string) (string, error)
+	store  *store.Store
+	server string // apiserver URL (HTTPS)
+	// kubectlWith runs the kubectl binary bin, as kubectlIn.
+	kubectlWith func(bin string, args ...string) (string, error)
+	sec         *securitytest.Env // its certificates; the admin's client
+	kubectlIn   func(stdin string, args ...string) (string, error)
 }
 
 // clusterConfig is what startCluster's options set.
@@ -62,6 +64,8 @@ type clusterConfig struct {
 	containerd *containerdtest.Daemon
 	// jobBackoff is the Job controller's pod failure back-off base.
 	jobBackoff time.Duration
+	// metricsResolution is the agents' usage sample period (0: 15s).
+	metricsResolution time.Duration
 }
 
 type clusterOption func(*clusterConfig)
@@ -148,6 +152,7 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 		agent, err := nodeagent.New(nodeagent.Config{
 			Store: ast, NATS: anc, NodeName: node, NodeIP: "127.0.0.1", DataDir: filepath.Join(dir, node),
 			Runtimes: rts, Proxy: node == "node-a", ProxyBindClusterIPs: node == "node-a",
+			MetricsResolution: cc.metricsResolution,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -181,14 +186,16 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	home := t.TempDir()
 	c := &cluster{store: st, server: apiURL, sec: sec}
 	kubeconfig := sec.Kubeconfig(apiURL, nil)
-	c.kubectlIn = func(stdin string, args ...string) (string, error) {
-		cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig=" + kubeconfig, "--request-timeout=20s"}, args...)...)
+	run := func(bin, stdin string, args ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"--kubeconfig=" + kubeconfig, "--request-timeout=20s"}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+filepath.Join(home, "none"))
 		cmd.Dir = repoRoot(t)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	c.kubectlIn = func(stdin string, args ...string) (string, error) { return run(kubectlBin, stdin, args...) }
+	c.kubectlWith = func(bin string, args ...string) (string, error) { return run(bin, "", args...) }
 	return c
 }
 

@@ -76,13 +76,15 @@ func ControlPlane() User {
 //     those keys, never a get by sequence, which could read any key;
 //   - read the buckets every node needs (NodeSharedBuckets) and the object
 //     stores (NodeObjectStores) whole;
+//   - put its own key of the usage bucket (nodeapi.MetricsSubject), no
+//     other;
 //   - publish to its relay subject (RelaySubject) and to the reply subjects
 //     "orca.reply.<node>.>" the control plane gives it for log and stream
 //     answers; answer each request it receives once (allow_responses);
 //   - subscribe to "orca.node.<node>.>" (requests for it) and its inbox
 //     prefix (NodeInboxPrefix) only.
 //
-// It writes no KV key and creates no stream: every other read or write
+// It writes no other KV key and creates no stream: every other read or write
 // (Secrets, ConfigMaps, its Node and Lease, pod status) goes through the
 // relay, where the apiserver's node authorizer decides.
 func Node(node string, ttl time.Duration) User {
@@ -96,6 +98,7 @@ func Node(node string, ttl time.Duration) User {
 		jsAPI + "DIRECT.GET." + np + "." + own,
 		RelaySubject(node),
 		"orca.reply." + enc + ".>",
+		nodeapi.MetricsSubject(node), // its own usage sample (kubectl top)
 	}
 	streams := []string{}
 	for _, b := range NodeSharedBuckets {

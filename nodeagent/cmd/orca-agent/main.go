@@ -52,6 +52,7 @@ type options struct {
 	labels       []string
 	heartbeat    time.Duration
 	nodeStatus   time.Duration
+	metricsRes   time.Duration
 	logLevel     string
 	logMaxSize   string
 	logMaxFiles  int
@@ -165,6 +166,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.nodePortAddr, "nodeport-address", "", "address NodePorts listen on (default: --node-ip)")
 	f.StringSliceVar(&o.labels, "node-labels", nil, "extra node labels, key=value")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "how often the node Lease is renewed and the Node's Ready condition checked; keep it well under the server's --node-monitor-grace-period (40s)")
+	f.DurationVar(&o.metricsRes, "metric-resolution", 15*time.Second, "how often the agent publishes its node's and pods' CPU and memory usage for metrics.k8s.io (kubectl top), as metrics-server's --metric-resolution; at most 1m")
 	f.DurationVar(&o.nodeStatus, "node-status-update-frequency", 0, "how often the agent reads its Node back to repost its status when the stored Ready condition is not True, as the kubelet's; a multiple of --heartbeat-interval (default: --heartbeat-interval; 1m with --hollow); each is one request to the apiserver")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logMaxSize, "container-log-max-size", "10Mi", "size (a quantity: 10Mi, 500Ki) at which a container's log file is rotated, as the kubelet's; negative: never")
@@ -293,7 +295,7 @@ func run(ctx context.Context, o options) error {
 		ContainerLogMaxSize: logMaxSize.Value(), ContainerLogMaxFiles: o.logMaxFiles,
 		Runtimes: rts, MissingRuntimes: missing, Labels: labels, Proxy: o.proxy,
 		ProxyBindClusterIPs: o.proxy, NodePortAddress: o.nodePortAddr, ProxyServiceInterface: o.proxySvcIf, ProxyServiceCIDRs: nonEmpty(o.serviceCIDR), Metrics: reg,
-		ProxyMaxConnections: o.proxyMaxConn, ProxyReservedAddresses: nonEmpty(metricsListen(o.metricsAddr)), HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus,
+		ProxyMaxConnections: o.proxyMaxConn, ProxyReservedAddresses: nonEmpty(metricsListen(o.metricsAddr)), HeartbeatInterval: o.heartbeat, NodeStatusUpdateFrequency: o.nodeStatus, MetricsResolution: o.metricsRes,
 		AllowPrivileged: o.privileged, VolumeSyncPeriod: o.volumeSync, LocalStoragePath: o.localStoragePath, ImageGC: imageGC(o),
 		PodNetwork: o.podNet.config(), Routes: routes, PodCIDRWait: 10 * time.Second,
 		DNS: o.dnsConfig(), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS, ResolvConf: o.resolvConf,

@@ -167,6 +167,10 @@ func ClusterRoles() []rbacv1.ClusterRole {
 			rule(Write, g(policyGroup), "poddisruptionbudgets"),
 			rule(Write, g(networkingGroup), "networkpolicies", "ingresses"),
 		}},
+		// metrics-server's ClusterRole: view, edit and admin read usage.
+		{ObjectMeta: metav1.ObjectMeta{Name: "system:aggregated-metrics-reader", Labels: map[string]string{AggregateToView: "true", AggregateToEdit: "true", AggregateToAdmin: "true"}}, Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list"}, APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods", "nodes"}},
+		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "system:aggregate-to-view", Labels: map[string]string{AggregateToView: "true"}}, Rules: []rbacv1.PolicyRule{
 			rule(Read, g(legacyGroup), "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
 				"services", "services/status", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "configmaps"),
