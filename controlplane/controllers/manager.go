@@ -31,6 +31,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/persistentvolume"
 	"github.com/orca-edge/orca/controlplane/controllers/podgc"
 	"github.com/orca-edge/orca/controlplane/controllers/replicaset"
+	"github.com/orca-edge/orca/controlplane/controllers/resourcequota"
 	"github.com/orca-edge/orca/controlplane/controllers/rootcacertpublisher"
 	"github.com/orca-edge/orca/controlplane/controllers/serviceaccount"
 	"github.com/orca-edge/orca/controlplane/controllers/servicelb"
@@ -95,6 +96,10 @@ type Config struct {
 	// ingress of LoadBalancer Services to the Ready nodes' addresses (k3s's
 	// --disable servicelb).
 	DisableServiceLB bool
+	// ResourceQuotaSyncPeriod is how often every ResourceQuota's usage is
+	// recalculated whatever changed (kube-controller-manager's
+	// --resource-quota-sync-period). Default 5 minutes.
+	ResourceQuotaSyncPeriod time.Duration
 	// JobBackoffBase is the Job controller's delay before replacing a
 	// failed pod, doubling per failure up to 6 min. Default 10 s
 	// (job.DefaultBackoffBase); tests set it small.
@@ -192,6 +197,10 @@ func New(cfg Config) (*Manager, error) {
 		{persistentvolume.Name, wrap(persistentvolume.New(s, reg, pvcs, pvs, scs, pods, nodes,
 			persistentvolume.Config{DefaultLocalStoragePath: cfg.DefaultLocalStoragePath, DisableDefaultClass: cfg.DisableLocalStorage}).Run)},
 	}
+	quotas, cms, secrets := inf(core.ResourceQuotas), inf(store.ConfigMaps), inf(store.Secrets)
+	m.informers = append(m.informers, quotas, cms, secrets)
+	m.controllers = append(m.controllers, namedRunner{resourcequota.Name,
+		wrap(resourcequota.New(s, reg, quotas, pods, []*store.Informer{services, pvcs, cms, secrets}, cfg.ResourceQuotaSyncPeriod).Run)})
 	stss, revs := inf(apps.StatefulSets), inf(apps.ControllerRevisions)
 	m.informers = append(m.informers, stss, revs)
 	m.controllers = append(m.controllers, namedRunner{statefulset.Name, wrap(statefulset.New(s, reg, stss, pods, pvcs, revs).Run)})
@@ -209,8 +218,6 @@ func New(cfg Config) (*Manager, error) {
 		m.controllers = append(m.controllers, namedRunner{nodeipam.Name, wrap(nodeipam.New(s, reg, nodes, rng).Run)})
 	}
 	if cfg.RootCA != nil {
-		cms := inf(store.ConfigMaps)
-		m.informers = append(m.informers, cms)
 		m.controllers = append(m.controllers, namedRunner{rootcacertpublisher.Name, wrap(rootcacertpublisher.New(s, reg, namespaces, cms, cfg.RootCA).Run)})
 	}
 	if cfg.ClusterSigningCA != nil {

@@ -53,7 +53,8 @@ type options struct {
 	nodeCIDRMaskSize  int
 	allocateNodeCIDRs bool
 	// disableServiceLB is k3s's --disable servicelb.
-	disableServiceLB bool
+	disableServiceLB        bool
+	resourceQuotaSyncPeriod time.Duration
 	// defaultLocalStoragePath and disableLocalStorage are k3s's
 	// --default-local-storage-path and --disable local-storage.
 	defaultLocalStoragePath string
@@ -128,6 +129,7 @@ external NATS cluster instead. The apiserver speaks the Kubernetes REST API on
 	f.BoolVar(&o.allocateNodeCIDRs, "allocate-node-cidrs", true, "give every Node without spec.podCIDR a subnet of --cluster-cidr (the controllers' node IPAM)")
 	f.StringVar(&o.defaultLocalStoragePath, "default-local-storage-path", "", "directory of local-path volumes on every node (k3s's flag); empty: each node's own, <agent data-dir>/storage unless the agent's --default-local-storage-path says otherwise")
 	f.BoolVar(&o.disableLocalStorage, "disable-local-storage", false, "do not create the default local-path StorageClass (k3s's --disable local-storage)")
+	f.DurationVar(&o.resourceQuotaSyncPeriod, "resource-quota-sync-period", 5*time.Minute, "how often every ResourceQuota's usage is recalculated whatever changed (kube-controller-manager's flag); object changes recalculate it at once")
 	f.BoolVar(&o.disableServiceLB, "disable-servicelb", false, "do not set LoadBalancer Services' ingress to the Ready nodes' addresses (k3s's --disable servicelb): leave them to another load balancer")
 	f.BoolVar(&o.apiserver, "apiserver", true, "run the REST apiserver")
 	f.BoolVar(&o.scheduler, "scheduler", true, "run the scheduler")
@@ -334,7 +336,7 @@ func run(ctx context.Context, o options) error {
 		if o.allocateNodeCIDRs {
 			clusterCIDR = o.clusterCIDR
 		}
-		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, DisableServiceLB: o.disableServiceLB,
+		cm, err := controllers.New(controllers.Config{ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: o.nodeCIDRMaskSize, DisableServiceLB: o.disableServiceLB, ResourceQuotaSyncPeriod: o.resourceQuotaSyncPeriod,
 			DefaultLocalStoragePath: o.defaultLocalStoragePath, DisableLocalStorage: o.disableLocalStorage, Store: st, Registry: reg, Informers: informers, NodeMonitorGracePeriod: o.nodeGrace, EventTTL: o.eventTTL,
 			RootCA: rootCA(sec), ClusterSigningCA: &csr.CA{Cert: sec.CA.Cert, Key: sec.CA.Key}, ClusterSigningDuration: o.clusterSigningDuration})
 		if err != nil {
