@@ -47,6 +47,15 @@ func TestHeartbeatRequests(t *testing.T) {
 		cfg.API = c
 		cfg.HeartbeatInterval, cfg.NodeStatusUpdateFrequency, cfg.StatusInterval = 20*time.Millisecond, 100*time.Millisecond, time.Hour
 	})
+	// The first renewal reads the Lease (it has no copy written yet): count
+	// from the first update on. On a loaded machine the agent may not have
+	// renewed once when e.agent returns.
+	storetest.Eventually(t, 30*time.Second, func() error {
+		if c.leaseUpdates.Load() == 0 {
+			return fmt.Errorf("no Lease update yet")
+		}
+		return nil
+	})
 	l0, g0, lg0 := c.leaseUpdates.Load(), c.nodeGets.Load(), c.leaseGets.Load()
 	storetest.Eventually(t, 30*time.Second, func() error {
 		if n := c.leaseUpdates.Load() - l0; n < 50 {
