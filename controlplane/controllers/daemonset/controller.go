@@ -57,7 +57,7 @@ type Controller struct {
 	pods    *store.Informer
 	nodes   *store.Informer
 	queue   workqueue.TypedRateLimitingInterface[string]
-	exp     *expectations
+	exp     *ctrlutil.Expectations
 	rec     *events.Recorder
 	backoff *flowcontrol.Backoff
 	now     func() time.Time
@@ -68,13 +68,13 @@ type Controller struct {
 // informers have synced.
 func New(s *store.Store, reg *registry.Registry, dss, revs, pods, nodes *store.Informer) *Controller {
 	c := &Controller{s: s, reg: reg, dss: dss, revs: revs, pods: pods, nodes: nodes, queue: ctrlutil.NewQueue(Name),
-		exp: newExpectations(), rec: events.New(s, "daemonset-controller", ""),
+		exp: ctrlutil.NewExpectations(), rec: events.New(s, "daemonset-controller", ""),
 		backoff: flowcontrol.NewBackOff(FailedPodsBackoffInitial, FailedPodsBackoffMax), now: time.Now}
 	dss.AddHandler(store.Handler{
 		OnAdd:    func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
 		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },
 		OnDelete: func(o store.Object) {
-			c.exp.forget(store.KeyOf(o))
+			c.exp.Delete(store.KeyOf(o))
 			c.queue.Add(store.KeyOf(o))
 		},
 	})
@@ -181,7 +181,7 @@ func (c *Controller) addPod(o store.Object) {
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if key, ok := c.resolveControllerRef(pod.Namespace, ref); ok {
-		c.exp.creationObserved(key)
+		c.exp.CreationObserved(key)
 		c.queue.Add(key)
 		return
 	}
@@ -198,7 +198,7 @@ func (c *Controller) updatePod(oldObj, newObj store.Object) {
 	if pod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
 		// Graceful deletion: observed now, as the controller's updatePod.
 		if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-			c.exp.deletionObserved(key)
+			c.exp.DeletionObserved(key)
 		}
 	}
 	oldRef, newRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(pod)
@@ -219,7 +219,7 @@ func (c *Controller) updatePod(oldObj, newObj store.Object) {
 func (c *Controller) deletePod(o store.Object) {
 	pod := o.(*corev1.Pod)
 	if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-		c.exp.deletionObserved(key)
+		c.exp.DeletionObserved(key)
 		c.queue.Add(key)
 	}
 }

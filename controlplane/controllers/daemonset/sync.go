@@ -28,7 +28,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name := ctrlutil.SplitKey(key)
 	obj, ok := c.dss.Get(ns, name)
 	if !ok {
-		c.exp.forget(key)
+		c.exp.Delete(key)
 		return nil
 	}
 	ds := obj.(*appsv1.DaemonSet)
@@ -50,7 +50,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return errors.Join(claimErr, err)
 	}
-	if !c.exp.satisfied(key) {
+	if !c.exp.Satisfied(key) {
 		return errors.Join(claimErr, c.updateStatus(ctx, ds, nodes, nodeToPods, hash, false))
 	}
 	acted, mErr := c.manage(ctx, key, ds, nodes, nodeToPods, hash)
@@ -215,17 +215,17 @@ func (c *Controller) syncNodes(ctx context.Context, key string, ds *appsv1.Daemo
 	if len(create) == 0 && len(del) == 0 {
 		return nil
 	}
-	c.exp.expect(key, len(create), len(del))
+	c.exp.Expect(key, len(create), len(del))
 	var errs []error
 	for _, node := range create {
 		if err := c.createPod(ctx, ds, node, hash); err != nil {
-			c.exp.creationObserved(key) // never to be observed
+			c.exp.CreationObserved(key) // never to be observed
 			errs = append(errs, err)
 		}
 	}
 	for _, p := range del {
 		if err := ctrlutil.DeletePod(ctx, c.reg, c.s, p); err != nil {
-			c.exp.deletionObserved(key)
+			c.exp.DeletionObserved(key)
 			c.rec.Event(ds, "", corev1.EventTypeWarning, "FailedDelete", "Error deleting: "+err.Error())
 			errs = append(errs, err)
 			continue

@@ -35,14 +35,30 @@ type Controller struct {
 	rss   *store.Informer
 	pods  *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
-	exp   *writeExpectations
-	rec   *events.Recorder
+	// exp holds, per Deployment key, the resourceVersion of the last
+	// write the controller made to each of the Deployment's ReplicaSets
+	// (create, scale, annotations). Until the ReplicaSets informer shows
+	// every one of them, the Deployment is not synced: a rollout step
+	// decided from ReplicaSets older than the previous step's writes
+	// would scale the new ReplicaSet up against a replica count that is
+	// already gone, or an old one down again, beyond maxSurge or
+	// maxUnavailable, because the writes (GuaranteedUpdate) apply the
+	// decision to the stored ReplicaSet. Kubernetes' DeploymentController
+	// gets this from updating with the lister's resourceVersion (a stale
+	// cache fails with a Conflict); here it is the ReplicaSet
+	// controller's expectations applied to resourceVersions instead of
+	// pod counts, which also covers the decisions made on the other
+	// ReplicaSets. A ReplicaSet missing from the cache satisfies its
+	// expectation: it was deleted, or it was just created, which
+	// createNewRS resolves from the store (AlreadyExists).
+	exp *ctrlutil.Expectations
+	rec *events.Recorder
 }
 
 // New returns a controller over the Deployments, ReplicaSets and Pods
 // informers and registers its handlers; call Run after they synced.
 func New(s *store.Store, reg *registry.Registry, ds, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newWriteExpectations(), rec: events.New(s, "deployment-controller", "")}
+	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: ctrlutil.NewExpectations(), rec: events.New(s, "deployment-controller", "")}
 	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	rss.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },

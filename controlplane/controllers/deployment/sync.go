@@ -20,15 +20,16 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name := ctrlutil.SplitKey(key)
 	obj, ok := c.ds.Get(ns, name)
 	if !ok {
-		c.exp.forget(key)
+		c.exp.Delete(key)
 		return nil
 	}
 	d := obj.(*appsv1.Deployment).DeepCopy()
 	checkPausedConditions(d)
-	if !c.exp.satisfied(key, ns, c.rss.Get) {
+	c.exp.ObserveWrites(key, ns, c.rss.Get)
+	if !c.exp.Satisfied(key) {
 		// The informer's event for the pending write enqueues d again;
 		// the delayed add is the timeout's fallback.
-		c.queue.AddAfter(key, ExpectationsTimeout)
+		c.queue.AddAfter(key, ctrlutil.DefaultExpectationsTimeout)
 		return nil
 	}
 	// The apiserver rejects these; never select every ReplicaSet, nor
@@ -200,7 +201,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 	copyAnnotations(d, rs)
 	created, err := c.reg.Create(ctx, c.s, store.ReplicaSets, rs)
 	if err == nil {
-		c.exp.wrote(store.KeyOf(d), created)
+		c.exp.ExpectWrite(store.KeyOf(d), created)
 		if n := rsReplicas(rs); n > 0 {
 			c.rec.Event(d, "", corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from 0 to %d", rs.Name, n))
 		}
@@ -215,7 +216,7 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 	}
 	ex := existing.(*appsv1.ReplicaSet)
 	if ref := metav1.GetControllerOfNoCopy(ex); ref != nil && ref.UID == d.UID && equalIgnoreHash(&ex.Spec.Template, &d.Spec.Template) {
-		c.exp.wrote(store.KeyOf(d), ex)
+		c.exp.ExpectWrite(store.KeyOf(d), ex)
 		return ex, false, nil // created by an earlier sync the cache has not shown yet
 	}
 	// A hash collision: count it so that the next hash differs.
@@ -268,7 +269,7 @@ func (c *Controller) updateRS(ctx context.Context, d *appsv1.Deployment, rs *app
 	if err != nil {
 		return nil, fmt.Errorf("update replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
-	c.exp.wrote(store.KeyOf(d), out)
+	c.exp.ExpectWrite(store.KeyOf(d), out)
 	return out.(*appsv1.ReplicaSet), nil
 }
 

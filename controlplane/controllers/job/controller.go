@@ -83,20 +83,16 @@ type Controller struct {
 	rec   *events.Recorder
 	now   func() time.Time
 
+	// exp holds, per Job key, the pods created but not yet seen by the
+	// informer (ControllerExpectations).
+	exp *ctrlutil.Expectations
+
 	mu sync.Mutex
-	// creations maps a Job key to pods created but not yet seen by the
-	// informer, and when they were expected (ControllerExpectations).
-	creations map[string]expectation
 	// rmFinalizers holds the uids of pods whose tracking finalizer this
 	// process removed, until the informer shows them without it or
 	// gone: a lagging cache must not make a counted pod count again
 	// (the Job controller's finalizerExpectations).
 	rmFinalizers map[types.UID]bool
-}
-
-type expectation struct {
-	n  int
-	at time.Time
 }
 
 // New returns a controller over the Jobs and Pods informers and registers
@@ -109,20 +105,21 @@ func New(s *store.Store, reg *registry.Registry, jobs, pods *store.Informer, opt
 		opts.BackoffMax = DefaultBackoffMax
 	}
 	c := &Controller{s: s, reg: reg, jobs: jobs, pods: pods, opts: opts, queue: ctrlutil.NewQueue(Name),
-		rec: events.New(s, "job-controller", ""), now: time.Now,
-		creations: map[string]expectation{}, rmFinalizers: map[types.UID]bool{}}
+		rec: events.New(s, "job-controller", ""), now: time.Now, rmFinalizers: map[types.UID]bool{}}
+	c.exp = ctrlutil.NewExpectations(ctrlutil.WithExpectationsTimeout(ExpectationsTimeout),
+		ctrlutil.WithExpectationsClock(func() time.Time { return c.now() }))
 	jobs.AddHandler(store.Handler{
 		OnAdd:    func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
 		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },
 		OnDelete: func(o store.Object) {
-			c.forget(store.KeyOf(o))
+			c.exp.Delete(store.KeyOf(o))
 			c.queue.Add(store.KeyOf(o))
 		},
 	})
 	pods.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) {
 			if key, ok := c.jobKey(o.(*corev1.Pod)); ok {
-				c.creationObserved(key)
+				c.exp.CreationObserved(key)
 				c.queue.Add(key)
 			}
 		},
@@ -164,38 +161,6 @@ func (c *Controller) jobKey(pod *corev1.Pod) (string, bool) {
 		return "", false
 	}
 	return pod.Namespace + "/" + ref.Name, true
-}
-
-func (c *Controller) expectCreations(key string, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.creations[key] = expectation{n: n, at: c.now()}
-}
-
-func (c *Controller) lowerCreations(key string, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.creations[key]; ok {
-		e.n -= n
-		c.creations[key] = e
-	}
-}
-
-func (c *Controller) creationObserved(key string) { c.lowerCreations(key, 1) }
-
-// satisfied reports whether every creation issued for key was observed
-// (or ExpectationsTimeout passed).
-func (c *Controller) satisfied(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.creations[key]
-	return !ok || e.n <= 0 || c.now().Sub(e.at) > ExpectationsTimeout
-}
-
-func (c *Controller) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.creations, key)
 }
 
 func (c *Controller) finalizerRemoved(uid types.UID) {

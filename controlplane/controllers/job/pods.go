@@ -54,11 +54,11 @@ func (c *Controller) createPods(ctx context.Context, key string, job *batchv1.Jo
 	if len(indexes) == 0 {
 		return 0, nil
 	}
-	c.expectCreations(key, len(indexes))
+	c.exp.Expect(key, len(indexes), 0)
 	for n, i := range indexes {
 		pod := podFromTemplate(job, i)
 		if _, err := c.reg.Create(ctx, c.s, store.Pods, pod); err != nil {
-			c.lowerCreations(key, len(indexes)-n)
+			c.exp.Lower(key, len(indexes)-n, 0)
 			c.rec.Event(job, "", corev1.EventTypeWarning, "FailedCreate", "Error creating: "+err.Error())
 			return n, fmt.Errorf("create pod for job %s/%s: %w", job.Namespace, job.Name, err)
 		}

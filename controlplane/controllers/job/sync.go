@@ -39,7 +39,7 @@ type counted struct {
 func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name := ctrlutil.SplitKey(key)
 	if _, ok := c.jobFromCache(ns, name); !ok {
-		c.forget(key)
+		c.exp.Delete(key)
 		return c.releaseOrphans(ctx, ns, name)
 	}
 	// The status decisions rest on the stored Job, never on a cache that
@@ -211,7 +211,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		manageErr = err
 		terminating = append(terminating, active[:n]...)
 		active = active[n:]
-	case c.satisfied(key):
+	case c.exp.Satisfied(key):
 		var d time.Duration
 		created, active, d, manageErr = c.manage(ctx, key, job, pods, active, terminating, completed, succeeded, now)
 		if d > 0 && (requeue == 0 || d < requeue) {

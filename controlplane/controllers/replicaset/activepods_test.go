@@ -45,24 +45,3 @@ func TestDeleteFirstOrdering(t *testing.T) {
 		}
 	}
 }
-
-func TestExpectations(t *testing.T) {
-	e := newExpectations()
-	if !e.satisfied("a") {
-		t.Fatal("no expectations must be satisfied")
-	}
-	e.expect("a", 2, 0)
-	e.creationObserved("a")
-	if e.satisfied("a") {
-		t.Fatal("satisfied with one creation pending")
-	}
-	e.creationObserved("a")
-	if !e.satisfied("a") {
-		t.Fatal("not satisfied after all creations observed")
-	}
-	e.expect("a", 0, 1)
-	e.now = func() time.Time { return time.Now().Add(ExpectationsTimeout + time.Second) }
-	if !e.satisfied("a") {
-		t.Fatal("expired expectations must be satisfied")
-	}
-}

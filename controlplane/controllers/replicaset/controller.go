@@ -34,19 +34,19 @@ type Controller struct {
 	rss   *store.Informer
 	pods  *store.Informer
 	queue workqueue.TypedRateLimitingInterface[string]
-	exp   *expectations
+	exp   *ctrlutil.Expectations
 	rec   *events.Recorder
 }
 
 // New returns a controller over the ReplicaSets and Pods informers and
 // registers its event handlers; call Run after the informers have synced.
 func New(s *store.Store, reg *registry.Registry, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, reg: reg, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: newExpectations(), rec: events.New(s, "replicaset-controller", "")}
+	c := &Controller{s: s, reg: reg, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: ctrlutil.NewExpectations(), rec: events.New(s, "replicaset-controller", "")}
 	rss.AddHandler(store.Handler{
 		OnAdd:    func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
 		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },
 		OnDelete: func(o store.Object) {
-			c.exp.forget(store.KeyOf(o))
+			c.exp.Delete(store.KeyOf(o))
 			c.queue.Add(store.KeyOf(o))
 		},
 	})
@@ -96,7 +96,7 @@ func (c *Controller) addPod(o store.Object) {
 		return
 	}
 	if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-		c.exp.creationObserved(key)
+		c.exp.CreationObserved(key)
 		c.queue.Add(key)
 		return
 	}
@@ -114,7 +114,7 @@ func (c *Controller) updatePod(oldObj, newObj store.Object) {
 		// Graceful deletion: count it as observed now, as the
 		// ReplicaSetController does, so a replacement is created at once.
 		if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-			c.exp.deletionObserved(key)
+			c.exp.DeletionObserved(key)
 		}
 	}
 	oldRef, newRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(pod)
@@ -135,7 +135,7 @@ func (c *Controller) updatePod(oldObj, newObj store.Object) {
 func (c *Controller) deletePod(o store.Object) {
 	pod := o.(*corev1.Pod)
 	if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-		c.exp.deletionObserved(key)
+		c.exp.DeletionObserved(key)
 		c.queue.Add(key)
 	}
 }

@@ -23,7 +23,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name := ctrlutil.SplitKey(key)
 	obj, ok := c.rss.Get(ns, name)
 	if !ok {
-		c.exp.forget(key)
+		c.exp.Delete(key)
 		return nil
 	}
 	rs := obj.(*appsv1.ReplicaSet)
@@ -35,7 +35,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		slog.Warn("replicaset: ignoring replicaset with an invalid selector", "replicaset", key, "selector", rs.Spec.Selector, "err", err)
 		return nil
 	}
-	needsSync := c.exp.satisfied(key)
+	needsSync := c.exp.Satisfied(key)
 
 	candidates := c.pods.List(ns, nil)
 	claimedObjs, claimErr := ctrlutil.Claim(ctx, c.reg, c.s, store.Pods, rs, controllerKind, sel, candidates)
@@ -81,10 +81,10 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 	switch {
 	case diff < 0:
 		n := min(-diff, BurstReplicas)
-		c.exp.expect(key, n, 0)
+		c.exp.Expect(key, n, 0)
 		for i := 0; i < n; i++ {
 			if err := c.createPod(ctx, rs); err != nil {
-				c.exp.lower(key, n-i, 0) // these will never be observed
+				c.exp.Lower(key, n-i, 0) // these will never be observed
 				return err
 			}
 		}
@@ -93,10 +93,10 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		victims := append([]*corev1.Pod(nil), active...)
 		sort.SliceStable(victims, func(i, j int) bool { return deleteFirst(victims[i], victims[j]) })
 		victims = victims[:n]
-		c.exp.expect(key, 0, n)
+		c.exp.Expect(key, 0, n)
 		for i, p := range victims {
 			if err := ctrlutil.DeletePod(ctx, c.reg, c.s, p); err != nil {
-				c.exp.lower(key, 0, n-i)
+				c.exp.Lower(key, 0, n-i)
 				return err
 			}
 			c.rec.Event(rs, "", corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+p.Name)
