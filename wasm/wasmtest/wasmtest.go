@@ -21,6 +21,10 @@ const (
 	// request and keeps it while the request body stays open
 	// (wasm/wasmtest/memhog); BuildGuests does not build it.
 	MemhogPackage = "github.com/orca-edge/orca/wasm/wasmtest/memhog"
+	// BurnPackage is the CPU-burning guest (examples/cpu-burn): a CGI
+	// handler spinning ?ms=N per request, or a command spinning
+	// $SPIN_SECONDS or $MILLICORES; BuildGuests does not build it.
+	BurnPackage = "github.com/orca-edge/orca/examples/cpu-burn"
 )
 
 // Guests are the paths of the built example modules.
