@@ -1,28 +1,20 @@
 package nodeagent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/podnet"
 	"github.com/orca-edge/orca/nodeagent/podnet/podnettest"
 	"github.com/orca-edge/orca/runtimes"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
 	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
@@ -39,30 +31,11 @@ func BenchmarkPodStart(b *testing.B) {
 	const pods = 50
 	ce := startContainerd(b)
 	e := newEnv(b)
-	ctx := context.Background()
 	guests, err := wasmtest.BuildGuests(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := os.ReadFile(guests.Hello)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := modules.Push(ctx, "hello-wasm:v1", bytes.NewReader(data)); err != nil {
-		b.Fatal(err)
-	}
-	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(b.TempDir(), "wasm"), Modules: modules})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { wz.Close(context.Background()) })
-	if _, err := e.s.Create(ctx, store.RuntimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}); err != nil {
-		b.Fatal(err)
-	}
+	wz := e.wasmRuntime(e.wasmModules(map[string]string{"hello-wasm:v1": guests.Hello}), "")
 	// Container pods in the pod network, as orca-agent runs them by default
 	// (a bridge and CIDR of the benchmark's own), when the CNI plugins are there.
 	var podNet *podnet.Config

@@ -1,22 +1,16 @@
 package nodeagent
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
 	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
@@ -29,25 +23,7 @@ func TestWasmServiceEnv(t *testing.T) {
 	}
 	e := newEnv(t)
 	ctx := context.Background()
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(guests.Job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := modules.Push(ctx, "job:v1", bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wz.Close(context.Background()) })
-	if _, err := e.s.Create(ctx, store.RuntimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}); err != nil {
-		t.Fatal(err)
-	}
+	wz := e.wasmRuntime(e.wasmModules(map[string]string{"job:v1": guests.Job}), "")
 	for _, s := range []*corev1.Service{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"}, Spec: corev1.ServiceSpec{ClusterIP: "10.43.0.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.43.0.10", Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}},

@@ -11,24 +11,17 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
-	"github.com/orca-edge/orca/controlplane/controllers/persistentvolume"
 	"github.com/orca-edge/orca/controlplane/controllers/statefulset"
-	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/registry/apps"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/registry/core"
-	"github.com/orca-edge/orca/controlplane/registry/storage"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
-	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
 // TestWasmStatefulSetKeepsClaimData runs a StatefulSet with a
@@ -39,57 +32,13 @@ import (
 // again (a new pod, after the old one is gone) with the same claim, and
 // its first run reads the file the first pod wrote.
 func TestWasmStatefulSetKeepsClaimData(t *testing.T) {
-	guest, err := wasmtest.Build(t.TempDir(), probePackage)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := newEnv(t)
 	ctx := context.Background()
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(guest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := modules.Push(ctx, "probe:v1", f); err != nil {
-		t.Fatal(err)
-	}
-	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wz.Close(context.Background()) })
-	agent, _ := e.agent("n1", nil, wz)
-	e.create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}, store.RuntimeClasses)
-
+	agent, _ := e.agent("n1", nil, e.wasmRuntime(e.probeWasm(), ""))
 	reg := builtin.New()
 	inf := store.NewSharedInformers(e.s)
-	pods, pvcs := inf.For(store.Pods), inf.For(core.PersistentVolumeClaims)
-	pvc := persistentvolume.New(e.s, reg, pvcs, inf.For(core.PersistentVolumes), inf.For(storage.StorageClasses),
-		pods, inf.For(store.Nodes), persistentvolume.Config{})
-	sts := statefulset.New(e.s, reg, inf.For(apps.StatefulSets), pods, pvcs, inf.For(apps.ControllerRevisions))
-	sched, err := scheduler.New(scheduler.Config{Store: e.s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	storetest.RunUntilCleanup(t, func(ctx context.Context) error {
-		inf.Start(ctx)
-		if !inf.WaitForSync(ctx) {
-			return nil
-		}
-		go sched.Run(ctx)
-		go sts.Run(ctx, 2)
-		pvc.Run(ctx, 2)
-		inf.Wait()
-		return nil
-	})
-	storetest.Eventually(t, 20*time.Second, func() error {
-		_, err := e.s.Get(ctx, storage.StorageClasses, "", persistentvolume.DefaultClassName)
-		return err
-	})
+	sts := statefulset.New(e.s, reg, inf.For(apps.StatefulSets), inf.For(store.Pods), inf.For(core.PersistentVolumeClaims), inf.For(apps.ControllerRevisions))
+	e.runClaimControllers(reg, inf, func(ctx context.Context) { sts.Run(ctx, 2) })
 	n := int32(1)
 	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 		Spec: appsv1.StatefulSetSpec{Replicas: &n, ServiceName: "web", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},

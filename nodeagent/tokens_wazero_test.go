@@ -12,45 +12,18 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/orca-edge/orca/controlplane/auth/serviceaccount"
-	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/registry/core"
-	"github.com/orca-edge/orca/controlplane/store"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
-	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
 // A WASM pod reads its projected ServiceAccount token at the path
 // container pods use, and the token authenticates as its ServiceAccount.
 func TestWasmServiceAccountToken(t *testing.T) {
-	guest, err := wasmtest.Build(t.TempDir(), probePackage)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := newEnv(t)
 	ctx := context.Background()
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(guest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := modules.Push(ctx, "probe:v1", f); err != nil {
-		t.Fatal(err)
-	}
-	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wz.Close(context.Background()) })
-	e.create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}, store.RuntimeClasses)
+	wz := e.wasmRuntime(e.probeWasm(), "")
 	if _, err := e.s.Create(ctx, core.ServiceAccounts, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default", UID: "sa-1"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,23 +11,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orca-edge/orca/controlplane/controllers/persistentvolume"
-	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/registry/builtin"
 	"github.com/orca-edge/orca/controlplane/registry/core"
-	"github.com/orca-edge/orca/controlplane/registry/storage"
 	"github.com/orca-edge/orca/controlplane/scheduler"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
-	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
 // TestWasmPersistentVolumeClaim runs a claim of the default local-path
@@ -39,35 +33,13 @@ import (
 // write; once the claim is deleted (reclaim Delete) the agent removes the
 // directory over NATS and the PV goes.
 func TestWasmPersistentVolumeClaim(t *testing.T) {
-	guest, err := wasmtest.Build(t.TempDir(), probePackage)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := newEnv(t)
-	ctx := context.Background()
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(guest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := modules.Push(ctx, "probe:v1", f); err != nil {
-		t.Fatal(err)
-	}
+	modules := e.probeWasm()
 	cache := filepath.Join(t.TempDir(), "wasm")
 	agents := map[string]*Agent{}
 	for _, n := range []string{"n1", "n2"} {
-		wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: cache, Modules: modules})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { wz.Close(context.Background()) })
-		agents[n], _ = e.agent(n, nil, wz)
+		agents[n], _ = e.agent(n, nil, e.wasmRuntime(modules, cache))
 	}
-	e.create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}, store.RuntimeClasses)
 	claimRoundTrip(t, e, agents, new("wasm"))
 }
 
@@ -78,24 +50,7 @@ func TestWasmPersistentVolumeClaim(t *testing.T) {
 func claimRoundTrip(t *testing.T, e *env, agents map[string]*Agent, runtimeClass *string) {
 	ctx := context.Background()
 	reg := builtin.New()
-	inf := store.NewSharedInformers(e.s)
-	pvc := persistentvolume.New(e.s, reg, inf.For(core.PersistentVolumeClaims), inf.For(core.PersistentVolumes), inf.For(storage.StorageClasses),
-		inf.For(store.Pods), inf.For(store.Nodes), persistentvolume.Config{})
-	sched, err := scheduler.New(scheduler.Config{Store: e.s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	storetest.RunUntilCleanup(t, func(ctx context.Context) error {
-		inf.Start(ctx)
-		go sched.Run(ctx)
-		pvc.Run(ctx, 2)
-		inf.Wait()
-		return nil
-	})
-	storetest.Eventually(t, 20*time.Second, func() error {
-		_, err := e.s.Get(ctx, storage.StorageClasses, "", persistentvolume.DefaultClassName)
-		return err
-	})
+	e.runClaimControllers(reg, store.NewSharedInformers(e.s))
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: new(persistentvolume.DefaultClassName),
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}}}}

@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,45 +10,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
-	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
 // A WASM pod reads its configMap volume through a WASI preopen; a
 // hostPath socket, which a guest cannot be given, is refused with an
 // Event and CreateContainerConfigError.
 func TestWasmVolumes(t *testing.T) {
-	guest, err := wasmtest.Build(t.TempDir(), probePackage)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := newEnv(t)
-	ctx := context.Background()
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(guest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := modules.Push(ctx, "probe:v1", f); err != nil {
-		t.Fatal(err)
-	}
-	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wz.Close(context.Background()) })
-	e.create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}, store.RuntimeClasses)
+	wz := e.wasmRuntime(e.probeWasm(), "")
 	e.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"}, Data: map[string]string{"a.conf": "hello from a configMap"}}, store.ConfigMaps)
 	a, _ := e.agent("n1", nil, wz)
 	rc := "wasm"

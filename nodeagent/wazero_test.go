@@ -1,27 +1,18 @@
 package nodeagent
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
-	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
-	wazeroruntime "github.com/orca-edge/orca/runtimes/wazero"
-	"github.com/orca-edge/orca/wasm"
 	"github.com/orca-edge/orca/wasm/wasmtest"
 )
 
@@ -36,28 +27,7 @@ func TestWasmPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t)
-	ctx := context.Background()
-	modules, err := wasm.NewModuleStore(ctx, e.s.JetStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, path := range map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := modules.Push(ctx, name, bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wz, err := wazeroruntime.New(ctx, wazeroruntime.Config{DataDir: filepath.Join(t.TempDir(), "wasm"), Modules: modules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wz.Close(context.Background()) })
-	if _, err := e.s.Create(ctx, store.RuntimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "wasm"}, Handler: nodeapi.HandlerWasm}); err != nil {
-		t.Fatal(err)
-	}
+	wz := e.wasmRuntime(e.wasmModules(map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello}), "")
 	e.agent("n1", nil, wz)
 	rc := "wasm"
 
