@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -50,10 +48,7 @@ func PersistentVolume() registry.Kind {
 			if pv.Spec.PersistentVolumeReclaimPolicy == "" {
 				pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 			}
-			if pv.Spec.VolumeMode == nil {
-				fs := corev1.PersistentVolumeFilesystem
-				pv.Spec.VolumeMode = &fs
-			}
+			defaultVolumeMode(&pv.Spec.VolumeMode)
 			if pv.Status.Phase == "" {
 				pv.Status.Phase = corev1.VolumePending
 			}
@@ -77,53 +72,8 @@ func PersistentVolume() registry.Kind {
 	}
 }
 
-// addFinalizer adds f to obj's finalizers unless it is there.
-func addFinalizer(obj metav1.Object, f string) {
-	if !slices.Contains(obj.GetFinalizers(), f) {
-		obj.SetFinalizers(append(obj.GetFinalizers(), f))
-	}
-}
-
-// supportedAccessModes are the values of accessModes.
-var supportedAccessModes = sets.New(corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod)
-
 // supportedReclaimPolicies are the values of persistentVolumeReclaimPolicy.
 var supportedReclaimPolicies = sets.New(corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRecycle, corev1.PersistentVolumeReclaimRetain)
-
-// supportedVolumeModes are the values of volumeMode.
-var supportedVolumeModes = sets.New(corev1.PersistentVolumeBlock, corev1.PersistentVolumeFilesystem)
-
-// validateAccessModes checks accessModes as Kubernetes: at least one, each
-// supported, ReadWriteOncePod alone.
-func validateAccessModes(modes []corev1.PersistentVolumeAccessMode, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if len(modes) == 0 {
-		return field.ErrorList{field.Required(p, "")}
-	}
-	for _, m := range modes {
-		if !supportedAccessModes.Has(m) {
-			errs = append(errs, field.NotSupported(p, m, sets.List(supportedAccessModes)))
-		}
-	}
-	if slices.Contains(modes, corev1.ReadWriteOncePod) && len(modes) > 1 {
-		errs = append(errs, field.Forbidden(p, "may not use ReadWriteOncePod with other access modes"))
-	}
-	return errs
-}
-
-// validateStorage checks that list holds exactly a positive "storage"
-// quantity, as the capacity of a PV and the requests of a claim.
-func validateStorage(list corev1.ResourceList, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	q, ok := list[corev1.ResourceStorage]
-	if !ok {
-		return field.ErrorList{field.Required(p.Key(string(corev1.ResourceStorage)), "")}
-	}
-	if q.Cmp(resource.Quantity{}) <= 0 {
-		errs = append(errs, field.Invalid(p.Key(string(corev1.ResourceStorage)), q.String(), "must be greater than zero"))
-	}
-	return errs
-}
 
 // ValidatePersistentVolumeSpec checks a PV's spec as Kubernetes'
 // ValidatePersistentVolumeSpec, for the fields orca serves: access modes,
@@ -146,14 +96,8 @@ func ValidatePersistentVolumeSpec(spec *corev1.PersistentVolumeSpec, p *field.Pa
 	if r := spec.PersistentVolumeReclaimPolicy; r != "" && !supportedReclaimPolicies.Has(r) {
 		errs = append(errs, field.NotSupported(p.Child("persistentVolumeReclaimPolicy"), r, sets.List(supportedReclaimPolicies)))
 	}
-	if m := spec.VolumeMode; m != nil && !supportedVolumeModes.Has(*m) {
-		errs = append(errs, field.NotSupported(p.Child("volumeMode"), *m, sets.List(supportedVolumeModes)))
-	}
-	if c := spec.StorageClassName; c != "" {
-		for _, msg := range apivalidation.NameIsDNSSubdomain(c, false) {
-			errs = append(errs, field.Invalid(p.Child("storageClassName"), c, msg))
-		}
-	}
+	errs = append(errs, validateVolumeMode(spec.VolumeMode, p.Child("volumeMode"))...)
+	errs = append(errs, validateStorageClassName(spec.StorageClassName, p.Child("storageClassName"))...)
 	if spec.ClaimRef != nil && spec.ClaimRef.Name == "" {
 		errs = append(errs, field.Required(p.Child("claimRef", "name"), ""))
 	}
@@ -251,46 +195,7 @@ func pvRow(obj store.Object) []any {
 	if pv.Spec.ClaimRef != nil {
 		claim = pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name
 	}
-	capacity := ""
-	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		capacity = q.String()
-	}
-	phase := string(pv.Status.Phase)
-	if pv.DeletionTimestamp != nil {
-		phase = "Terminating"
-	}
-	return []any{pv.Name, capacity, AccessModesString(pv.Spec.AccessModes), string(pv.Spec.PersistentVolumeReclaimPolicy), phase,
-		claim, storagehelpers.GetPersistentVolumeClass(pv), unsetOr(pv.Spec.VolumeAttributesClassName), pv.Status.Reason, registry.Age(obj),
+	return []any{pv.Name, storageString(pv.Spec.Capacity), AccessModesString(pv.Spec.AccessModes), string(pv.Spec.PersistentVolumeReclaimPolicy),
+		phaseOrTerminating(pv, string(pv.Status.Phase)), claim, storagehelpers.GetPersistentVolumeClass(pv), unsetOr(pv.Spec.VolumeAttributesClassName), pv.Status.Reason, registry.Age(obj),
 		volumeModeString(pv.Spec.VolumeMode)}
-}
-
-// AccessModesString is kubectl's GetAccessModesAsString: the modes
-// abbreviated and joined by commas, each once, in the order RWO, ROX,
-// RWX, RWOP.
-func AccessModesString(modes []corev1.PersistentVolumeAccessMode) string {
-	var out []string
-	for _, m := range []struct {
-		mode  corev1.PersistentVolumeAccessMode
-		short string
-	}{{corev1.ReadWriteOnce, "RWO"}, {corev1.ReadOnlyMany, "ROX"}, {corev1.ReadWriteMany, "RWX"}, {corev1.ReadWriteOncePod, "RWOP"}} {
-		if slices.Contains(modes, m.mode) {
-			out = append(out, m.short)
-		}
-	}
-	return strings.Join(out, ",")
-}
-
-// unsetOr is *s, or "<unset>" as kubectl prints an unset class.
-func unsetOr(s *string) string {
-	if s == nil || *s == "" {
-		return "<unset>"
-	}
-	return *s
-}
-
-func volumeModeString(m *corev1.PersistentVolumeMode) string {
-	if m == nil {
-		return "<unset>"
-	}
-	return string(*m)
 }

@@ -3,11 +3,9 @@ package core
 import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
@@ -61,10 +59,7 @@ func PersistentVolumeClaim() registry.Kind {
 		Status:   true,
 		Default: func(obj store.Object) {
 			pvc := obj.(*corev1.PersistentVolumeClaim)
-			if pvc.Spec.VolumeMode == nil {
-				fs := corev1.PersistentVolumeFilesystem
-				pvc.Spec.VolumeMode = &fs
-			}
+			defaultVolumeMode(&pvc.Spec.VolumeMode)
 			if pvc.Status.Phase == "" {
 				pvc.Status.Phase = corev1.ClaimPending
 			}
@@ -94,13 +89,9 @@ func ValidatePersistentVolumeClaimSpec(spec *corev1.PersistentVolumeClaimSpec, p
 	errs := validateAccessModes(spec.AccessModes, p.Child("accessModes"))
 	errs = append(errs, metav1validation.ValidateLabelSelector(spec.Selector, metav1validation.LabelSelectorValidationOptions{}, p.Child("selector"))...)
 	errs = append(errs, validateStorage(spec.Resources.Requests, p.Child("resources").Child("requests"))...)
-	if m := spec.VolumeMode; m != nil && !supportedVolumeModes.Has(*m) {
-		errs = append(errs, field.NotSupported(p.Child("volumeMode"), *m, sets.List(supportedVolumeModes)))
-	}
-	if c := spec.StorageClassName; c != nil && *c != "" {
-		for _, msg := range apivalidation.NameIsDNSSubdomain(*c, false) {
-			errs = append(errs, field.Invalid(p.Child("storageClassName"), *c, msg))
-		}
+	errs = append(errs, validateVolumeMode(spec.VolumeMode, p.Child("volumeMode"))...)
+	if c := spec.StorageClassName; c != nil {
+		errs = append(errs, validateStorageClassName(*c, p.Child("storageClassName"))...)
 	}
 	return errs
 }
@@ -154,17 +145,10 @@ var pvcColumns = []metav1.TableColumnDefinition{
 // empty while unbound.
 func pvcRow(obj store.Object) []any {
 	pvc := obj.(*corev1.PersistentVolumeClaim)
-	phase := string(pvc.Status.Phase)
-	if pvc.DeletionTimestamp != nil {
-		phase = "Terminating"
-	}
 	capacity, modes := "", ""
 	if pvc.Spec.VolumeName != "" {
-		modes = AccessModesString(pvc.Status.AccessModes)
-		if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
-			capacity = q.String()
-		}
+		capacity, modes = storageString(pvc.Status.Capacity), AccessModesString(pvc.Status.AccessModes)
 	}
-	return []any{pvc.Name, phase, pvc.Spec.VolumeName, capacity, modes, storagehelpers.GetPersistentVolumeClaimClass(pvc),
+	return []any{pvc.Name, phaseOrTerminating(pvc, string(pvc.Status.Phase)), pvc.Spec.VolumeName, capacity, modes, storagehelpers.GetPersistentVolumeClaimClass(pvc),
 		unsetOr(pvc.Spec.VolumeAttributesClassName), registry.Age(obj), volumeModeString(pvc.Spec.VolumeMode)}
 }
