@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -439,6 +440,65 @@ func processCPU(pid int) time.Duration {
 		return 0
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// machineCPU returns the CPU time all processes of the machine have used
+// since boot (user, nice, system, irq, softirq and steal of /proc/stat's
+// "cpu" line) and the time all its CPUs have been up (those plus idle
+// and iowait); 0, 0 when /proc/stat cannot be read. The busy share of an
+// interval is the difference of the first over the difference of the
+// second.
+func machineCPU() (busy, total time.Duration) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		d := time.Duration(n) * time.Second / clockTicks
+		total += d
+		if i != 3 && i != 4 {
+			busy += d
+		}
+	}
+	return busy, total
+}
+
+// machineLoad measures the machine's CPU use over an interval (see
+// machineCPU), to tell a run that shared the machine from a quiet one.
+type machineLoad struct {
+	busy, total, self, server time.Duration
+	pid                       int
+}
+
+// startMachineLoad starts measuring; pid is orca-server's process.
+func startMachineLoad(pid int) machineLoad {
+	busy, total := machineCPU()
+	return machineLoad{busy: busy, total: total, self: processCPU(os.Getpid()), server: processCPU(pid), pid: pid}
+}
+
+// cores returns how many of the machine's CPUs were busy on average since
+// the start, and of them how many orca-server, this runner (the load
+// client) and every other process used.
+func (m machineLoad) cores() (busy, server, runner, others float64) {
+	b, t := machineCPU()
+	if t <= m.total {
+		return 0, 0, 0, 0
+	}
+	ncpu := float64(runtime.NumCPU())
+	wall := float64(t-m.total) / ncpu // total counts every CPU's time
+	busy = float64(b-m.busy) / wall
+	server = float64(processCPU(m.pid)-m.server) / wall
+	runner = float64(processCPU(os.Getpid())-m.self) / wall
+	return busy, server, runner, max(0, busy-server-runner)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on

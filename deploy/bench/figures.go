@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -501,7 +502,7 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 	perSecond := float64(len(order))
 	n := int(perSecond * dur.Seconds())
 	stopProfile := e.profileDuring(ctx, s, id)
-	loadStart, cpuStart := time.Now(), processCPU(s.pid())
+	loadStart, cpuStart, load := time.Now(), processCPU(s.pid()), startMachineLoad(s.pid())
 	dropped := openLoop(ctx, perSecond, n, 5000, func(ctx context.Context, i int, due time.Time) {
 		c := clients[i%len(clients)]
 		op := order[i%len(order)]
@@ -552,6 +553,7 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 		rec.observe(op, due, err)
 	})
 	loadTime, loadCPU := time.Since(loadStart), processCPU(s.pid())-cpuStart
+	cores, server, runner, others := load.cores()
 	stopProfile()
 	// Let the last events arrive.
 	deadline := time.Now().Add(10 * time.Second)
@@ -581,6 +583,10 @@ func runAPILatency(ctx context.Context, e *env, id string, pods int, dur time.Du
 		out.values[id+".cpu"] = float64(loadCPU) / float64(time.Millisecond) / float64(total)
 		out.notes[id+".cpu"] = fmt.Sprintf("orca-server's user + system CPU (/proc/<pid>/stat) over the load, %.1f s, per request answered: the apiserver, NATS and the GC together", loadCPU.Seconds())
 	}
+	out.values[id+".machine"] = cores
+	out.values[id+".others"] = others
+	out.notes[id+".machine"] = fmt.Sprintf("/proc/stat over the load: %.2f of %d cores busy, of them orca-server %.2f, the runner (load client) %.2f, other processes %.2f; "+
+		"a run whose other processes used more than a few tenths of a core shared the machine", cores, runtime.NumCPU(), server, runner, others)
 	out.notes[id+".create.p50"] = fmt.Sprintf("%d pods stored first (never scheduled), then %.0f req/s open-loop for %s from 8 users "+
 		"(per second: 150 create, 175 get, 150 update, 24 list with a selector matching 100 pods, 1 list of all pods); "+
 		"latency from the due time to the last byte; %.0f answered/s, %d dropped%s",

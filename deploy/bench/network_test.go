@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -75,5 +76,25 @@ func TestProcCPU(t *testing.T) {
 	}
 	if _, err := procCPU(-1); err == nil {
 		t.Error("procCPU(-1): no error")
+	}
+}
+
+// TestMachineLoad burns CPU in this process and checks that the machine's
+// busy cores count it as the runner's and never fall below it.
+func TestMachineLoad(t *testing.T) {
+	if b, total := machineCPU(); b <= 0 || total <= b {
+		t.Fatalf("machineCPU: busy %v of %v", b, total)
+	}
+	m := startMachineLoad(-1) // no server: its share is 0
+	for start := processCPU(os.Getpid()); processCPU(os.Getpid())-start < 300*time.Millisecond; {
+	}
+	busy, server, runner, others := m.cores()
+	if runner <= 0 || server != 0 || others < 0 || busy > float64(runtime.NumCPU())+0.01 {
+		t.Errorf("cores busy %.3f: server %.3f, runner %.3f, others %.3f", busy, server, runner, others)
+	}
+	// /proc/stat and /proc/<pid>/stat count in 10 ms ticks: allow a few
+	// ticks of difference over the 300 ms or more of the interval.
+	if busy+0.1 < runner {
+		t.Errorf("machine busy %.3f cores, less than the runner's %.3f", busy, runner)
 	}
 }

@@ -85,6 +85,8 @@ func scenarios(e *env) []scenario {
 	}
 	cf = append(cf, Figure{ID: "c.cpu", Name: "(c) orca-server CPU per request answered (GC and NATS included)", Unit: "ms"})
 	cf = append(cf, Figure{ID: "c.answered", Name: "(c) requests answered per second of the 500 offered", Unit: "req/s"})
+	cf = append(cf, Figure{ID: "c.machine", Name: "(c) the machine's cores busy over the load (all processes)", Unit: "cores"})
+	cf = append(cf, Figure{ID: "c.others", Name: "(c) of them, processes other than orca-server and the runner", Unit: "cores"})
 	cf = append(cf, Figure{ID: "c.fill", Name: fmt.Sprintf("(c) create rate filling the %s pods (64 concurrent)", count(apiPods)), Unit: "pods/s"})
 	out = append(out, scenario{id: "c", runs: runs, figures: cf,
 		run: func(ctx context.Context, e *env) (*sample, error) { return runAPILatency(ctx, e, "c", apiPods, apiDur) },
