@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestDeletePod(t *testing.T) {
@@ -104,5 +105,70 @@ func TestClaim(t *testing.T) {
 	}
 	if ref := metav1.GetControllerOf(get("theirs")); ref.UID != other.UID {
 		t.Fatalf("someone else's pod taken: %+v", ref)
+	}
+}
+
+func TestOwners(t *testing.T) {
+	s := storetest.NewStore(t)
+	ctx := context.Background()
+	rs := func(ns, name string, sel *metav1.LabelSelector) *appsv1.ReplicaSet {
+		o, err := s.Create(ctx, store.ReplicaSets, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-" + types.UID(ns+"-"+name)},
+			Spec: appsv1.ReplicaSetSpec{Selector: sel}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*appsv1.ReplicaSet)
+	}
+	web := rs("default", "web", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}})
+	rs("default", "all", &metav1.LabelSelector{}) // empty: selects nothing
+	rs("other", "web", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}})
+	inf := store.NewInformer(s, store.ReplicaSets)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go inf.Run(runCtx)
+	if !inf.WaitForSync(runCtx) {
+		t.Fatal("informer did not sync")
+	}
+	gvk := appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+	owners := ctrlutil.Owners{Informer: inf, Kind: gvk,
+		Selector: func(o store.Object) *metav1.LabelSelector { return o.(*appsv1.ReplicaSet).Spec.Selector }}
+	ref := *metav1.NewControllerRef(web, gvk)
+	if key, ok := owners.Resolve("default", &ref); !ok || key != "default/web" {
+		t.Fatalf("Resolve = %q, %v", key, ok)
+	}
+	other := ref
+	other.UID = "a-web-made-again"
+	dsRef := ref
+	dsRef.Kind = "DaemonSet"
+	for name, r := range map[string]*metav1.OwnerReference{"nil": nil, "another uid": &other, "another kind": &dsRef} {
+		if key, ok := owners.Resolve("default", r); ok {
+			t.Errorf("%s: Resolve = %q", name, key)
+		}
+	}
+	if got := owners.Matching("default", map[string]string{"app": "web", "tier": "x"}); len(got) != 1 || got[0] != "default/web" {
+		t.Errorf("Matching = %v, want [default/web]", got)
+	}
+	if got := owners.Matching("default", map[string]string{"app": "db"}); len(got) != 0 {
+		t.Errorf("Matching app=db = %v", got)
+	}
+}
+
+func TestTemplateSelector(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	for _, tc := range []struct {
+		name string
+		sel  *metav1.LabelSelector
+		ok   bool
+	}{
+		{"matching", &metav1.LabelSelector{MatchLabels: web}, true},
+		{"unset", nil, false},
+		{"empty", &metav1.LabelSelector{}, false},
+		{"invalid", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}, false},
+		{"missing the template", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, false},
+	} {
+		sel, err := ctrlutil.TemplateSelector(tc.sel, web)
+		if (err == nil) != tc.ok || (tc.ok && !sel.Matches(labels.Set(web))) {
+			t.Errorf("%s: %v, %v", tc.name, sel, err)
+		}
 	}
 }

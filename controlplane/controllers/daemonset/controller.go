@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 
@@ -78,7 +77,9 @@ func New(s *store.Store, reg *registry.Registry, dss, revs, pods, nodes *store.I
 			c.queue.Add(store.KeyOf(o))
 		},
 	})
-	pods.AddHandler(store.Handler{OnAdd: c.addPod, OnUpdate: c.updatePod, OnDelete: c.deletePod})
+	owners := ctrlutil.Owners{Informer: dss, Kind: controllerKind,
+		Selector: func(o store.Object) *metav1.LabelSelector { return o.(*appsv1.DaemonSet).Spec.Selector }}
+	pods.AddHandler(owners.PodHandler(c.queue, c.exp))
 	nodes.AddHandler(store.Handler{
 		OnAdd: func(store.Object) { c.enqueueAll() },
 		OnUpdate: func(o, n store.Object) {
@@ -141,85 +142,5 @@ func (c *Controller) enqueueAll() {
 func (c *Controller) enqueueRevisionOwner(o store.Object) {
 	if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.Kind == controllerKind.Kind {
 		c.queue.Add(o.GetNamespace() + "/" + ref.Name)
-	}
-}
-
-// resolveControllerRef returns the key of the DaemonSet ref points to, if
-// it is one in the cache with the same uid.
-func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) (string, bool) {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return "", false
-	}
-	ds, ok := c.dss.Get(ns, ref.Name)
-	if !ok || ds.GetUID() != ref.UID {
-		return "", false
-	}
-	return store.KeyOf(ds), true
-}
-
-// enqueueMatching enqueues every DaemonSet whose selector matches an
-// orphan pod (candidates for adopting it).
-func (c *Controller) enqueueMatching(pod *corev1.Pod) {
-	if len(pod.Labels) == 0 {
-		return
-	}
-	for _, o := range c.dss.List(pod.Namespace, nil) {
-		ds := o.(*appsv1.DaemonSet)
-		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		c.queue.Add(store.KeyOf(ds))
-	}
-}
-
-func (c *Controller) addPod(o store.Object) {
-	pod := o.(*corev1.Pod)
-	if pod.DeletionTimestamp != nil {
-		c.deletePod(o)
-		return
-	}
-	ref := metav1.GetControllerOfNoCopy(pod)
-	if key, ok := c.resolveControllerRef(pod.Namespace, ref); ok {
-		c.exp.CreationObserved(key)
-		c.queue.Add(key)
-		return
-	}
-	if ref == nil {
-		c.enqueueMatching(pod)
-	}
-}
-
-func (c *Controller) updatePod(oldObj, newObj store.Object) {
-	oldPod, pod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
-	if pod.ResourceVersion == oldPod.ResourceVersion {
-		return
-	}
-	if pod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
-		// Graceful deletion: observed now, as the controller's updatePod.
-		if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-			c.exp.DeletionObserved(key)
-		}
-	}
-	oldRef, newRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(pod)
-	if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
-		if key, ok := c.resolveControllerRef(oldPod.Namespace, oldRef); ok {
-			c.queue.Add(key)
-		}
-	}
-	if key, ok := c.resolveControllerRef(pod.Namespace, newRef); ok {
-		c.queue.Add(key)
-		return
-	}
-	if newRef == nil {
-		c.enqueueMatching(pod)
-	}
-}
-
-func (c *Controller) deletePod(o store.Object) {
-	pod := o.(*corev1.Pod)
-	if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-		c.exp.DeletionObserved(key)
-		c.queue.Add(key)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/registry/apps"
@@ -32,8 +31,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	ds := obj.(*appsv1.DaemonSet)
-	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-	if ds.Spec.Selector == nil || err != nil || sel.Empty() || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+	sel, err := ctrlutil.TemplateSelector(ds.Spec.Selector, ds.Spec.Template.Labels)
+	if err != nil {
 		slog.Warn("daemonset: ignoring daemonset with an invalid selector", "daemonset", key, "selector", ds.Spec.Selector, "err", err)
 		return nil
 	}

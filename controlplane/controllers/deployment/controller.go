@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -51,14 +50,17 @@ type Controller struct {
 	// ReplicaSets. A ReplicaSet missing from the cache satisfies its
 	// expectation: it was deleted, or it was just created, which
 	// createNewRS resolves from the store (AlreadyExists).
-	exp *ctrlutil.Expectations
-	rec *events.Recorder
+	exp    *ctrlutil.Expectations
+	owners ctrlutil.Owners // the Deployments, as owners of ReplicaSets
+	rec    *events.Recorder
 }
 
 // New returns a controller over the Deployments, ReplicaSets and Pods
 // informers and registers its handlers; call Run after they synced.
 func New(s *store.Store, reg *registry.Registry, ds, rss, pods *store.Informer) *Controller {
-	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: ctrlutil.NewExpectations(), rec: events.New(s, "deployment-controller", "")}
+	c := &Controller{s: s, reg: reg, ds: ds, rss: rss, pods: pods, queue: ctrlutil.NewQueue(Name), exp: ctrlutil.NewExpectations(), rec: events.New(s, "deployment-controller", ""),
+		owners: ctrlutil.Owners{Informer: ds, Kind: controllerKind,
+			Selector: func(o store.Object) *metav1.LabelSelector { return o.(*appsv1.Deployment).Spec.Selector }}}
 	ds.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	rss.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) { c.enqueueForRS(o.(*appsv1.ReplicaSet)) },
@@ -97,20 +99,12 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // every Deployment whose selector matches it.
 func (c *Controller) enqueueForRS(rs *appsv1.ReplicaSet) {
 	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil {
-		if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-			return
-		}
-		d, ok := c.ds.Get(rs.Namespace, ref.Name)
-		if ok && d.GetUID() == ref.UID {
-			c.queue.Add(store.KeyOf(d))
+		if key, ok := c.owners.Resolve(rs.Namespace, ref); ok {
+			c.queue.Add(key)
 		}
 		return
 	}
-	for _, o := range c.ds.List(rs.Namespace, nil) {
-		d := o.(*appsv1.Deployment)
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err == nil && !sel.Empty() && sel.Matches(labels.Set(rs.Labels)) {
-			c.queue.Add(store.KeyOf(d))
-		}
+	for _, key := range c.owners.Matching(rs.Namespace, rs.Labels) {
+		c.queue.Add(key)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // sync converges the Deployment key ("namespace/name").
@@ -34,8 +33,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	// The apiserver rejects these; never select every ReplicaSet, nor
 	// create ones whose pods the selector misses.
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if d.Spec.Selector == nil || err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+	sel, err := ctrlutil.TemplateSelector(d.Spec.Selector, d.Spec.Template.Labels)
+	if err != nil {
 		slog.Warn("deployment: ignoring deployment with an invalid selector", "deployment", key, "selector", d.Spec.Selector, "err", err)
 		return nil
 	}

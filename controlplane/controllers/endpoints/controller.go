@@ -12,8 +12,6 @@ import (
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -40,40 +38,11 @@ func New(s *store.Store, reg *registry.Registry, services, pods, endpoints *stor
 		OnUpdate: func(_, n store.Object) { c.queue.Add(store.KeyOf(n)) },
 		OnDelete: func(o store.Object) { c.queue.Add(store.KeyOf(o)) },
 	})
-	pods.AddHandler(store.Handler{
-		OnAdd: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
-		OnUpdate: func(oldObj, newObj store.Object) {
-			oldPod, pod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
-			if oldPod.ResourceVersion == pod.ResourceVersion {
-				return
-			}
-			var oldLabels labels.Set
-			if !labels.Equals(oldPod.Labels, pod.Labels) {
-				oldLabels = oldPod.Labels
-			}
-			c.enqueueServicesOf(pod, oldLabels)
-		},
-		OnDelete: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
-	})
+	pods.AddHandler(ctrlutil.ServicePodHandler(services, c.queue))
 	return c
 }
 
 // Run processes Services with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
-}
-
-// enqueueServicesOf enqueues every Service in pod's namespace whose
-// selector matches pod's labels or, when set, oldLabels.
-func (c *Controller) enqueueServicesOf(pod *corev1.Pod, oldLabels labels.Set) {
-	for _, o := range c.services.List(pod.Namespace, nil) {
-		svc := o.(*corev1.Service)
-		if svc.Spec.Selector == nil {
-			continue
-		}
-		sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
-		if sel.Matches(labels.Set(pod.Labels)) || (oldLabels != nil && sel.Matches(oldLabels)) {
-			c.queue.Add(store.KeyOf(svc))
-		}
-	}
 }

@@ -25,6 +25,7 @@ package endpointslice
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -79,37 +80,8 @@ func New(s *store.Store, reg *registry.Registry, services, pods, eps, slices *st
 		}
 	}
 	slices.AddHandler(store.Handler{OnAdd: enqueueOwner, OnUpdate: func(_, n store.Object) { enqueueOwner(n) }, OnDelete: enqueueOwner})
-	pods.AddHandler(store.Handler{
-		OnAdd: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
-		OnUpdate: func(oldObj, newObj store.Object) {
-			oldPod, pod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
-			if oldPod.ResourceVersion == pod.ResourceVersion {
-				return
-			}
-			var oldLabels labels.Set
-			if !labels.Equals(oldPod.Labels, pod.Labels) {
-				oldLabels = oldPod.Labels
-			}
-			c.enqueueServicesOf(pod, oldLabels)
-		},
-		OnDelete: func(o store.Object) { c.enqueueServicesOf(o.(*corev1.Pod), nil) },
-	})
+	pods.AddHandler(ctrlutil.ServicePodHandler(services, c.queue))
 	return c
-}
-
-// enqueueServicesOf enqueues every Service in pod's namespace whose
-// selector matches pod's labels or, when set, oldLabels.
-func (c *Controller) enqueueServicesOf(pod *corev1.Pod, oldLabels labels.Set) {
-	for _, o := range c.services.List(pod.Namespace, nil) {
-		svc := o.(*corev1.Service)
-		if svc.Spec.Selector == nil {
-			continue
-		}
-		sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
-		if sel.Matches(labels.Set(pod.Labels)) || (oldLabels != nil && sel.Matches(oldLabels)) {
-			c.queue.Add(store.KeyOf(svc))
-		}
-	}
 }
 
 // Run processes Service keys with workers goroutines until ctx ends.
@@ -252,19 +224,7 @@ func SlicesForService(svc *corev1.Service, pods []*corev1.Pod) []*discoveryv1.En
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	base := svc.Name
-	if len(base) > 240 {
-		base = base[:240]
-	}
-	lbls := map[string]string{}
-	for k, v := range svc.Labels {
-		lbls[k] = v
-	}
-	lbls[discoveryv1.LabelServiceName] = svc.Name
-	lbls[discoveryv1.LabelManagedBy] = ManagedBy
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		lbls[corev1.IsHeadlessService] = ""
-	}
+	base, lbls := sliceBaseName(svc.Name), sliceLabels(svc)
 	var out []*discoveryv1.EndpointSlice
 	for _, k := range keys {
 		g := groups[k]
@@ -282,12 +242,8 @@ func SlicesForService(svc *corev1.Service, pods []*corev1.Pod) []*discoveryv1.En
 		}
 		for start := 0; start < len(g.endpoints); start += MaxEndpointsPerSlice {
 			end := min(start+MaxEndpointsPerSlice, len(g.endpoints))
-			l := make(map[string]string, len(lbls))
-			for k, v := range lbls {
-				l[k] = v
-			}
 			out = append(out, &discoveryv1.EndpointSlice{
-				ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", base, len(out)), Labels: l},
+				ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", base, len(out)), Labels: maps.Clone(lbls)},
 				AddressType: g.at, Endpoints: g.endpoints[start:end], Ports: ports,
 			})
 		}
@@ -307,10 +263,7 @@ func SlicesForService(svc *corev1.Service, pods []*corev1.Pod) []*discoveryv1.En
 func SlicesFor(ep *corev1.Endpoints) []*discoveryv1.EndpointSlice {
 	const maxEndpointsPerSubset = 1000
 	var out []*discoveryv1.EndpointSlice
-	base := ep.Name
-	if len(base) > 240 {
-		base = base[:240]
-	}
+	base := sliceBaseName(ep.Name)
 	for _, ss := range ep.Subsets {
 		var ports []discoveryv1.EndpointPort
 		for _, p := range ss.Ports {
@@ -371,19 +324,34 @@ func placeholder(svc *corev1.Service) *discoveryv1.EndpointSlice {
 	if len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol {
 		at = discoveryv1.AddressTypeIPv6
 	}
-	base := svc.Name
-	if len(base) > 240 {
-		base = base[:240]
+	base, lbls := sliceBaseName(svc.Name), sliceLabels(svc)
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: base + "-0", Labels: lbls},
+		AddressType: at, Endpoints: []discoveryv1.Endpoint{}, Ports: []discoveryv1.EndpointPort{}}
+}
+
+// sliceBaseName is the prefix of the names of a Service's slices: the
+// Service's name, cut to 240 characters so that "<base>-<n>" stays a
+// valid name, as the EndpointSlice controller's generateName.
+func sliceBaseName(service string) string {
+	if len(service) > 240 {
+		return service[:240]
 	}
-	lbls := map[string]string{}
-	for k, v := range svc.Labels {
-		lbls[k] = v
+	return service
+}
+
+// sliceLabels are the labels of svc's slices, as the EndpointSlice
+// controller sets them: svc's own, kubernetes.io/service-name,
+// endpointslice.kubernetes.io/managed-by, and service.kubernetes.io/headless
+// for a headless Service.
+func sliceLabels(svc *corev1.Service) map[string]string {
+	lbls := maps.Clone(svc.Labels)
+	if lbls == nil {
+		lbls = map[string]string{}
 	}
 	lbls[discoveryv1.LabelServiceName] = svc.Name
 	lbls[discoveryv1.LabelManagedBy] = ManagedBy
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		lbls[corev1.IsHeadlessService] = ""
 	}
-	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: base + "-0", Labels: lbls},
-		AddressType: at, Endpoints: []discoveryv1.Endpoint{}, Ports: []discoveryv1.EndpointPort{}}
+	return lbls
 }

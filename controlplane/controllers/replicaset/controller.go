@@ -12,9 +12,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -50,7 +48,9 @@ func New(s *store.Store, reg *registry.Registry, rss, pods *store.Informer) *Con
 			c.queue.Add(store.KeyOf(o))
 		},
 	})
-	pods.AddHandler(store.Handler{OnAdd: c.addPod, OnUpdate: c.updatePod, OnDelete: c.deletePod})
+	owners := ctrlutil.Owners{Informer: rss, Kind: controllerKind,
+		Selector: func(o store.Object) *metav1.LabelSelector { return o.(*appsv1.ReplicaSet).Spec.Selector }}
+	pods.AddHandler(owners.PodHandler(c.queue, c.exp))
 	return c
 }
 
@@ -58,84 +58,4 @@ func New(s *store.Store, reg *registry.Registry, rss, pods *store.Informer) *Con
 func (c *Controller) Run(ctx context.Context, workers int) {
 	go c.rec.Run(ctx)
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
-}
-
-// resolveControllerRef returns the key of the ReplicaSet ref points to, if
-// it is one in the cache with the same uid.
-func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) (string, bool) {
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
-		return "", false
-	}
-	rs, ok := c.rss.Get(ns, ref.Name)
-	if !ok || rs.GetUID() != ref.UID {
-		return "", false
-	}
-	return store.KeyOf(rs), true
-}
-
-// enqueueMatching enqueues every ReplicaSet whose selector matches pod
-// (candidates for adopting an orphan).
-func (c *Controller) enqueueMatching(pod *corev1.Pod) {
-	if len(pod.Labels) == 0 {
-		return
-	}
-	for _, o := range c.rss.List(pod.Namespace, nil) {
-		rs := o.(*appsv1.ReplicaSet)
-		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		c.queue.Add(store.KeyOf(rs))
-	}
-}
-
-func (c *Controller) addPod(o store.Object) {
-	pod := o.(*corev1.Pod)
-	if pod.DeletionTimestamp != nil {
-		c.deletePod(o)
-		return
-	}
-	if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-		c.exp.CreationObserved(key)
-		c.queue.Add(key)
-		return
-	}
-	if metav1.GetControllerOfNoCopy(pod) == nil {
-		c.enqueueMatching(pod)
-	}
-}
-
-func (c *Controller) updatePod(oldObj, newObj store.Object) {
-	oldPod, pod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
-	if pod.ResourceVersion == oldPod.ResourceVersion {
-		return
-	}
-	if pod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
-		// Graceful deletion: count it as observed now, as the
-		// ReplicaSetController does, so a replacement is created at once.
-		if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-			c.exp.DeletionObserved(key)
-		}
-	}
-	oldRef, newRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(pod)
-	if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
-		if key, ok := c.resolveControllerRef(oldPod.Namespace, oldRef); ok {
-			c.queue.Add(key)
-		}
-	}
-	if key, ok := c.resolveControllerRef(pod.Namespace, newRef); ok {
-		c.queue.Add(key)
-		return
-	}
-	if newRef == nil {
-		c.enqueueMatching(pod)
-	}
-}
-
-func (c *Controller) deletePod(o store.Object) {
-	pod := o.(*corev1.Pod)
-	if key, ok := c.resolveControllerRef(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-		c.exp.DeletionObserved(key)
-		c.queue.Add(key)
-	}
 }

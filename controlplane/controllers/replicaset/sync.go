@@ -30,8 +30,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// The apiserver rejects a missing, empty or invalid selector and one
 	// that does not match the template's labels; written to the store
 	// directly they would select every pod or none of the pods created.
-	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if rs.Spec.Selector == nil || err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Spec.Template.Labels)) {
+	sel, err := ctrlutil.TemplateSelector(rs.Spec.Selector, rs.Spec.Template.Labels)
+	if err != nil {
 		slog.Warn("replicaset: ignoring replicaset with an invalid selector", "replicaset", key, "selector", rs.Spec.Selector, "err", err)
 		return nil
 	}

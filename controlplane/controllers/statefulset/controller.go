@@ -53,7 +53,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -70,6 +69,7 @@ type Controller struct {
 	pods      *store.Informer
 	claims    *store.Informer
 	revisions *store.Informer
+	owners    ctrlutil.Owners // the sets, as owners of pods
 	queue     workqueue.TypedRateLimitingInterface[string]
 	rec       *events.Recorder
 }
@@ -79,7 +79,9 @@ type Controller struct {
 // its handlers; call Run after the informers have synced.
 func New(s *store.Store, reg *registry.Registry, sets, pods, claims, revisions *store.Informer) *Controller {
 	c := &Controller{s: s, reg: reg, sets: sets, pods: pods, claims: claims, revisions: revisions,
-		queue: ctrlutil.NewQueue(Name), rec: events.New(s, "statefulset-controller", "")}
+		queue: ctrlutil.NewQueue(Name), rec: events.New(s, "statefulset-controller", ""),
+		owners: ctrlutil.Owners{Informer: sets, Kind: controllerKind,
+			Selector: func(o store.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector }}}
 	sets.AddHandler(ctrlutil.EnqueueHandler(c.queue))
 	pods.AddHandler(store.Handler{
 		OnAdd: func(o store.Object) { c.enqueuePod(o.(*corev1.Pod), nil) },
@@ -117,21 +119,14 @@ func (c *Controller) enqueuePod(pod, old *corev1.Pod) {
 	if len(pod.Labels) == 0 || pod.DeletionTimestamp != nil {
 		return
 	}
-	for _, o := range c.sets.List(pod.Namespace, nil) {
-		set := o.(*appsv1.StatefulSet)
-		sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
-			c.queue.Add(store.KeyOf(set))
-		}
+	for _, key := range c.owners.Matching(pod.Namespace, pod.Labels) {
+		c.queue.Add(key)
 	}
 }
 
 func (c *Controller) enqueueRef(ns string, r *metav1.OwnerReference) {
-	if r.Kind != controllerKind.Kind || r.APIVersion != controllerKind.GroupVersion().String() {
-		return
-	}
-	if set, ok := c.sets.Get(ns, r.Name); ok && set.GetUID() == r.UID {
-		c.queue.Add(store.KeyOf(set))
+	if key, ok := c.owners.Resolve(ns, r); ok {
+		c.queue.Add(key)
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -31,8 +30,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	set := obj.(*appsv1.StatefulSet).DeepCopy()
-	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-	if set.Spec.Selector == nil || err != nil || sel.Empty() || !sel.Matches(labels.Set(set.Spec.Template.Labels)) {
+	sel, err := ctrlutil.TemplateSelector(set.Spec.Selector, set.Spec.Template.Labels)
+	if err != nil {
 		slog.Warn("statefulset: ignoring statefulset with an invalid selector", "statefulset", key, "selector", set.Spec.Selector, "err", err)
 		return nil
 	}
