@@ -2,14 +2,11 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,74 +43,10 @@ func metricsAPIResources() []metav1.APIResource {
 	}
 }
 
-// metricsCache is the latest sample of every node, kept by a watch of
-// the bucket.
-type metricsCache struct {
-	once    sync.Once
-	err     error
-	mu      sync.RWMutex
-	samples map[string]nodeapi.NodeMetricsSample // by node name
-}
-
-// metrics returns the server's cache, creating the bucket and starting
-// its watch on first use; the watch lasts as long as the NATS connection.
-func (s *Server) metrics(ctx context.Context) (*metricsCache, error) {
-	m := &s.metricsCache
-	m.once.Do(func() {
-		m.samples = map[string]nodeapi.NodeMetricsSample{}
-		js := s.st.JetStream()
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: nodeapi.MetricsBucket,
-			Description: "node and pod usage samples (kubectl top)", History: 1, TTL: nodeapi.MetricsTTL, Storage: jetstream.MemoryStorage})
-		if err != nil {
-			m.err = err
-			return
-		}
-		w, err := kv.WatchAll(context.Background())
-		if err != nil {
-			m.err = err
-			return
-		}
-		synced := make(chan struct{})
-		go func() {
-			once := sync.OnceFunc(func() { close(synced) })
-			for e := range w.Updates() {
-				if e == nil {
-					once()
-					continue
-				}
-				m.mu.Lock()
-				if e.Operation() != jetstream.KeyValuePut {
-					delete(m.samples, e.Key())
-				} else {
-					var smp nodeapi.NodeMetricsSample
-					if json.Unmarshal(e.Value(), &smp) == nil && store.EncodeName(smp.Node) == e.Key() {
-						m.samples[smp.Node] = smp
-					}
-				}
-				m.mu.Unlock()
-			}
-			once()
-		}()
-		select {
-		case <-synced:
-		case <-ctx.Done():
-		}
-	})
-	return m, m.err
-}
-
-// fresh returns the samples not older than the bucket's TTL (a key may
-// outlive it in the cache until the expiry's delete arrives).
-func (m *metricsCache) fresh() []nodeapi.NodeMetricsSample {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make([]nodeapi.NodeMetricsSample, 0, len(m.samples))
-	for _, s := range m.samples {
-		if time.Since(s.Timestamp) <= nodeapi.MetricsTTL {
-			out = append(out, s)
-		}
-	}
-	return out
+// metrics returns the server's cache of the agents' samples
+// (Config.Metrics, or its own), started on first use.
+func (s *Server) metrics(ctx context.Context) (*nodeapi.MetricsCache, error) {
+	return s.metricsCache, s.metricsCache.Start(ctx)
 }
 
 // metricsAPI answers /apis/metrics.k8s.io/...: discovery, and get/list of
@@ -165,7 +98,7 @@ func (s *Server) metricsAPI(c echo.Context) error {
 	return s.podMetrics(c, m, namespace, name, sel)
 }
 
-func (s *Server) nodeMetrics(c echo.Context, m *metricsCache, name string, sel labels.Selector) error {
+func (s *Server) nodeMetrics(c echo.Context, m *nodeapi.MetricsCache, name string, sel labels.Selector) error {
 	ctx := c.Request().Context()
 	objs, _, err := s.st.List(ctx, store.Nodes, "")
 	if err != nil {
@@ -177,7 +110,7 @@ func (s *Server) nodeMetrics(c echo.Context, m *metricsCache, name string, sel l
 		nodes[n.Name] = n
 	}
 	list := metricsv1beta1.NodeMetricsList{TypeMeta: metav1.TypeMeta{Kind: "NodeMetricsList", APIVersion: metricsGroup + "/v1beta1"}, Items: []metricsv1beta1.NodeMetrics{}}
-	for _, smp := range m.fresh() {
+	for _, smp := range m.Fresh(time.Now()) {
 		n := nodes[smp.Node]
 		if n == nil || smp.Window <= 0 || (name != "" && smp.Node != name) || !sel.Matches(labels.Set(n.Labels)) {
 			continue
@@ -200,7 +133,7 @@ func (s *Server) nodeMetrics(c echo.Context, m *metricsCache, name string, sel l
 	return c.JSON(http.StatusOK, list)
 }
 
-func (s *Server) podMetrics(c echo.Context, m *metricsCache, namespace, name string, sel labels.Selector) error {
+func (s *Server) podMetrics(c echo.Context, m *nodeapi.MetricsCache, namespace, name string, sel labels.Selector) error {
 	ctx := c.Request().Context()
 	objs, _, err := s.st.List(ctx, store.Pods, namespace)
 	if err != nil {
@@ -212,23 +145,21 @@ func (s *Server) podMetrics(c echo.Context, m *metricsCache, namespace, name str
 		pods[p.Namespace+"/"+p.Name] = p
 	}
 	list := metricsv1beta1.PodMetricsList{TypeMeta: metav1.TypeMeta{Kind: "PodMetricsList", APIVersion: metricsGroup + "/v1beta1"}, Items: []metricsv1beta1.PodMetrics{}}
-	for _, smp := range m.fresh() {
-		for _, ps := range smp.Pods {
-			p := pods[ps.Namespace+"/"+ps.Name]
-			if p == nil || string(p.UID) != ps.UID || p.Spec.NodeName != smp.Node || (name != "" && ps.Name != name) || !sel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			pm := metricsv1beta1.PodMetrics{
-				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, CreationTimestamp: metav1.Now()},
-				Timestamp:  metav1.NewTime(ps.Timestamp), Window: metav1.Duration{Duration: ps.Window},
-				Containers: []metricsv1beta1.ContainerMetrics{},
-			}
-			for _, cs := range ps.Containers {
-				pm.Containers = append(pm.Containers, metricsv1beta1.ContainerMetrics{Name: cs.Name, Usage: usage(cs.CPU, cs.Memory)})
-			}
-			sort.Slice(pm.Containers, func(i, j int) bool { return pm.Containers[i].Name < pm.Containers[j].Name })
-			list.Items = append(list.Items, pm)
+	for _, ps := range m.PodSamples(namespace, time.Now()) {
+		p := pods[ps.Namespace+"/"+ps.Name]
+		if p == nil || !ps.Of(string(p.UID), p.Spec.NodeName) || (name != "" && ps.Name != name) || !sel.Matches(labels.Set(p.Labels)) {
+			continue
 		}
+		pm := metricsv1beta1.PodMetrics{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, CreationTimestamp: metav1.Now()},
+			Timestamp:  metav1.NewTime(ps.Timestamp), Window: metav1.Duration{Duration: ps.Window},
+			Containers: []metricsv1beta1.ContainerMetrics{},
+		}
+		for _, cs := range ps.Containers {
+			pm.Containers = append(pm.Containers, metricsv1beta1.ContainerMetrics{Name: cs.Name, Usage: usage(cs.CPU, cs.Memory)})
+		}
+		sort.Slice(pm.Containers, func(i, j int) bool { return pm.Containers[i].Name < pm.Containers[j].Name })
+		list.Items = append(list.Items, pm)
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]

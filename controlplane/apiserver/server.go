@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/orca-edge/orca/controlplane/auth/natsauth"
+	"github.com/orca-edge/orca/controlplane/nodeapi"
 	"io"
 	"log/slog"
 	"net"
@@ -162,6 +163,10 @@ type Config struct {
 	// Authorizer lets get those non-resource URLs (installProfiling), as
 	// kube-apiserver's --profiling. Default false.
 	Profiling bool
+	// Metrics is the process's cache of the agents' usage samples
+	// (nodeapi.MetricsBucket), shared with the HorizontalPodAutoscaler
+	// controller so the bucket is watched once. Nil: the server's own.
+	Metrics *nodeapi.MetricsCache
 }
 
 // Server is the REST apiserver. Create it with New.
@@ -195,7 +200,7 @@ type Server struct {
 	healthMu  sync.Mutex // guards downSince
 	downSince time.Time  // when the NATS connection was seen down; zero while up
 
-	metricsCache metricsCache // metrics.k8s.io (metrics_api.go)
+	metricsCache *nodeapi.MetricsCache // metrics.k8s.io (metrics_api.go): cfg.Metrics or its own
 
 	bootMu sync.Mutex // serializes Bootstrap
 }
@@ -263,7 +268,10 @@ func New(cfg Config) (*Server, error) {
 		readOnly: make(chan struct{}, cfg.MaxRequestsInFlight), mutating: make(chan struct{}, cfg.MaxMutatingRequestsInFlight),
 		perUser: perUser, perUserLongRunning: perUserLongRunning,
 		modulePushes: make(chan struct{}, maxModulePushes),
-		imagePushes:  make(chan struct{}, maxImagePushes)}
+		imagePushes:  make(chan struct{}, maxImagePushes), metricsCache: cfg.Metrics}
+	if s.metricsCache == nil {
+		s.metricsCache = nodeapi.NewMetricsCache(cfg.Store.JetStream())
+	}
 	if err := s.installPodSecurity(); err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
