@@ -67,6 +67,9 @@ type HandlerConfig struct {
 	// Mounts are host directories preopened for every instance (see
 	// CommandConfig.Mounts); instances of concurrent requests share them.
 	Mounts []Mount
+	// Usage, if set, counts the CPU time and linear memory of every
+	// request's instance (the container's usage, see Usage).
+	Usage *Usage
 }
 
 // CGIHandler is an http.Handler that serves each request with a fresh
@@ -83,6 +86,7 @@ type CGIHandler struct {
 	stderr   io.Writer
 	limit    int64
 	budget   *memoryBudget // of all the instances, MemoryLimitBytes
+	usage    *Usage        // HandlerConfig.Usage, may be nil
 	maxBody  int64
 	sem      chan struct{}
 	ctx      context.Context // ends all instances when canceled
@@ -121,7 +125,8 @@ func (m *Module) NewCGIHandler(cfg HandlerConfig) *CGIHandler {
 		env:     env,
 		stderr:  cfg.Stderr,
 		limit:   cfg.MemoryLimitBytes,
-		budget:  newMemoryBudget(cfg.MemoryLimitBytes),
+		budget:  newMemoryBudget(cfg.MemoryLimitBytes, cfg.Usage),
+		usage:   cfg.Usage,
 		maxBody: cfg.MaxBodyBytes,
 		sem:     make(chan struct{}, cfg.MaxConcurrent),
 		ctx:     ctx,
@@ -307,11 +312,14 @@ func (h *CGIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr, pw := io.Pipe()
 	mc = mc.WithStdout(pw)
 
-	mc = mc.WithNanosleep(sleepUntilDone(ctx))
+	cpu := h.usage.meter()
+	mc = mc.WithNanosleep(sleepUntilDone(ctx, cpu))
 
 	done := make(chan ExitStatus, 1)
 	go func() {
+		cpu.resume()
 		mod, err := h.mod.rt.InstantiateModule(ctx, h.mod.compiled, mc)
+		cpu.pause()
 		if mod != nil {
 			_ = mod.Close(context.WithoutCancel(ctx))
 		}

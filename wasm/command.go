@@ -28,6 +28,9 @@ type CommandConfig struct {
 	// Mounts are host directories preopened for the guest (none: the
 	// guest sees no filesystem).
 	Mounts []Mount
+	// Usage, if set, counts the instance's CPU time and linear memory
+	// (the container's usage, see Usage).
+	Usage *Usage
 }
 
 // ExitStatus is how an instance ended.
@@ -57,9 +60,12 @@ func (m *Module) Run(ctx context.Context, cfg CommandConfig) ExitStatus {
 	if cfg.Stdout != nil {
 		mc = mc.WithStdout(cfg.Stdout)
 	}
-	ctx, im, _ := newMemoryBudget(cfg.MemoryLimitBytes).admit(ctx, 0) // admits one
-	mc = mc.WithNanosleep(sleepUntilDone(ctx))
+	ctx, im, _ := newMemoryBudget(cfg.MemoryLimitBytes, cfg.Usage).admit(ctx, 0) // admits one
+	cpu := cfg.Usage.meter()
+	mc = mc.WithNanosleep(sleepUntilDone(ctx, cpu))
+	cpu.resume()
 	mod, err := m.rt.InstantiateModule(ctx, m.compiled, mc)
+	cpu.pause()
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}

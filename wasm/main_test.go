@@ -18,6 +18,7 @@ var (
 	helloMod  *Module
 	jobMod    *Module
 	memhogMod *Module // wasmtest.MemhogPackage
+	burnMod   *Module // wasmtest.BurnPackage
 )
 
 func TestMain(m *testing.M) {
@@ -61,6 +62,15 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		if memhogMod = load(memhog, new([]byte)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		burn, err := wasmtest.Build(dir, wasmtest.BurnPackage)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if burnMod = load(burn, new([]byte)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -62,6 +62,7 @@ const maxMemory = 1 << 32
 // taking an instance's.
 type memoryBudget struct {
 	limit uint64 // bytes; 0 = no budget, each instance up to maxMemory
+	usage *Usage // counts the live instances' size; may be nil
 	// lastPeak is the linear memory, in bytes, of the last instance that
 	// ended without being refused memory; 0 before the first.
 	lastPeak atomic.Uint64
@@ -74,12 +75,13 @@ type memoryBudget struct {
 	live []*instanceMemory
 }
 
-// newMemoryBudget returns a budget of limit bytes (<= 0: none).
-func newMemoryBudget(limit int64) *memoryBudget {
+// newMemoryBudget returns a budget of limit bytes (<= 0: none) whose
+// instances' sizes are counted in u (nil: nowhere).
+func newMemoryBudget(limit int64, u *Usage) *memoryBudget {
 	if limit <= 0 {
-		return &memoryBudget{}
+		return &memoryBudget{usage: u}
 	}
-	return &memoryBudget{limit: uint64(limit)}
+	return &memoryBudget{limit: uint64(limit), usage: u}
 }
 
 // instanceMax is the most one instance may use: the budget, at most 4 GiB.
@@ -134,7 +136,7 @@ type instanceMemory struct {
 	// goroutine, Free on whichever closes the instance, release on the
 	// runner's, evict on another instance's.
 	mems     []*linearMemory
-	size     uint64 // linear memory of all its memories, bytes
+	size     uint64 // linear memory of all its memories, bytes (see grew)
 	refusal  string // why memory was first refused (exceeded is set)
 	released bool
 }
@@ -251,9 +253,17 @@ func (im *instanceMemory) release() {
 		b.live = slices.Delete(b.live, i, i+1)
 	}
 	b.mu.Unlock()
+	b.usage.addMemory(-int64(im.size))
 	if !im.exceeded.Load() {
 		b.lastPeak.Store(im.size)
 	}
+}
+
+// grew records that the instance's memories grew by n bytes. im.mu must
+// be held.
+func (im *instanceMemory) grew(n uint64) {
+	im.size += n
+	im.budget.usage.addMemory(int64(n))
 }
 
 // linearMemory is one memory of an instance: a region reserved at its
@@ -305,7 +315,7 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 		why = fmt.Sprintf("the container's instances use %d of their %d bytes", b.inUse(), b.limit)
 	default:
 		if buf := m.grow(size); buf != nil {
-			im.size += n
+			im.grew(n)
 			return buf
 		}
 		// The charge stays until release.
@@ -320,7 +330,7 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	if buf == nil { // unreachable: a first growth falls back to the Go heap
 		panic(fmt.Sprintf("wasm: cannot allocate the %d bytes of a memory's minimum", size))
 	}
-	im.size += n
+	im.grew(n)
 	return buf
 }
 

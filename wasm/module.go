@@ -92,12 +92,15 @@ func withEnv(mc wazero.ModuleConfig, env []string) wazero.ModuleConfig {
 // sleepUntilDone returns a WASI nanosleep (used by poll_oneoff, hence Go's
 // time.Sleep) that wakes early when ctx ends. wazero's close-on-context-done
 // only interrupts guest code, not a host call in progress, so without this
-// a sleeping guest would outlive its Stop by up to its whole sleep.
-func sleepUntilDone(ctx context.Context) sys.Nanosleep {
+// a sleeping guest would outlive its Stop by up to its whole sleep. The
+// instance's CPU meter m is paused while it sleeps (see Usage).
+func sleepUntilDone(ctx context.Context, m *cpuMeter) sys.Nanosleep {
 	return func(ns int64) {
 		if ns <= 0 {
 			return
 		}
+		m.pause()
+		defer m.resume()
 		t := time.NewTimer(time.Duration(ns))
 		defer t.Stop()
 		select {

@@ -18,7 +18,8 @@ import (
 )
 
 // Shared by the tests of this package: the example guests pushed as
-// "job:v1" and "hello-wasm:v1" (and wasmtest's memhog as "memhog:v1") to
+// "job:v1" and "hello-wasm:v1" (and wasmtest's memhog as "memhog:v1",
+// examples/cpu-burn as "cpu-burn:v1") to
 // a module store on an embedded NATS, and
 // one data dir whose compilation cache every runtime reuses.
 var (
@@ -62,7 +63,11 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return fail(err)
 		}
-		for name, path := range map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello, "memhog:v1": memhog} {
+		burn, err := wasmtest.Build(dir, wasmtest.BurnPackage)
+		if err != nil {
+			return fail(err)
+		}
+		for name, path := range map[string]string{"job:v1": guests.Job, "hello-wasm:v1": guests.Hello, "memhog:v1": memhog, "cpu-burn:v1": burn} {
 			data, err := os.ReadFile(path)
 			if err != nil {
 				return fail(err)
@@ -85,7 +90,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return fail(err)
 		}
-		for _, ref := range []string{"job:v1", "hello-wasm:v1", "memhog:v1"} {
+		for _, ref := range []string{"job:v1", "hello-wasm:v1", "memhog:v1", "cpu-burn:v1"} {
 			if _, err := rt.load(ctx, ref); err != nil {
 				return fail(err)
 			}

@@ -22,6 +22,7 @@ type task struct {
 	mounts []wasm.Mount // spec.Mounts as WASI preopens (mounts.go)
 	log    *logfile.File
 	done   chan struct{} // closed by finish
+	usage  wasm.Usage    // of all the task's instances (ListTaskStats)
 
 	// command model
 	cancel context.CancelFunc
@@ -82,6 +83,7 @@ func (t *task) startCommand(mod *wasm.Module, limit int64) {
 			Stderr:           t.log.Writer(logfile.Stderr),
 			MemoryLimitBytes: limit,
 			Mounts:           t.mounts,
+			Usage:            &t.usage,
 		})
 		t.finish(st)
 	}()
@@ -152,6 +154,7 @@ func (t *task) startHTTP(mod *wasm.Module, limit int64, maxConcurrent int) error
 		MemoryLimitBytes: limit,
 		MaxConcurrent:    maxConcurrent,
 		Mounts:           t.mounts,
+		Usage:            &t.usage,
 	})
 	t.status.Ports = bindings
 	for _, ln := range lns {

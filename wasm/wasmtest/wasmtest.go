@@ -25,6 +25,10 @@ const (
 	// handler spinning ?ms=N per request, or a command spinning
 	// $SPIN_SECONDS or $MILLICORES; BuildGuests does not build it.
 	BurnPackage = "github.com/orca-edge/orca/examples/cpu-burn"
+	// HostcallsPackage is a benchmark command making $CLOCK_READS
+	// clock reads and $SLEEPS sleeps of 1 µs (wasm/wasmtest/hostcalls);
+	// BuildGuests does not build it.
+	HostcallsPackage = "github.com/orca-edge/orca/wasm/wasmtest/hostcalls"
 )
 
 // Guests are the paths of the built example modules.
