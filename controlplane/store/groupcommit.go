@@ -91,9 +91,10 @@ type GroupCommit struct {
 	streams  map[string]*streamSync // stream name -> its syncer
 	accounts map[string]string      // stream name -> the account holding it (LastSequence)
 
-	// fsync syncs one file or directory; os.File.Sync unless a test
+	// fsync syncs one file or directory: f when not nil (path, kept open
+	// by the round), else path opened for it; syncFile unless a test
 	// replaces it to check the ordering.
-	fsync func(path string) error
+	fsync func(path string, f *os.File) error
 	// watcher reports the blocks made in each stream's msgs directory;
 	// nil (none on this system, or no inotify instance left): every round
 	// lists the directory and fsyncs every block.
@@ -183,11 +184,20 @@ func (g *GroupCommit) LastSequence(stream string) (uint64, bool) {
 }
 
 func newGroupCommit(dir string) *GroupCommit {
-	g := &GroupCommit{dir: dir, streams: map[string]*streamSync{}, accounts: map[string]string{}, fsync: fsyncPath}
+	g := &GroupCommit{dir: dir, streams: map[string]*streamSync{}, accounts: map[string]string{}, fsync: syncFile}
 	if w, err := newDirWatcher(); err == nil {
 		g.watcher = w
 	}
 	return g
+}
+
+// syncFile fsyncs f, or when f is nil opens path (a file or a directory)
+// read-only, fsyncs it and closes it.
+func syncFile(path string, f *os.File) error {
+	if f != nil {
+		return f.Sync()
+	}
+	return fsyncPath(path)
 }
 
 // fsyncPath opens path (a file or a directory) read-only and fsyncs it.
@@ -293,6 +303,13 @@ type streamSync struct {
 	watch     dirWatch // changes of dir/msgs since the last round; nil: rescan every round
 	scanned   bool     // the last full scan stands (watch set up, nothing missed since)
 	lastBlock uint64   // highest block index seen
+	// lastFile is the block lastBlock opened read-only, kept open from
+	// round to round while the block takes the appends (saving an open
+	// and a close per round; about 10 µs here). A block the watch reports
+	// created or moved into msgs again (JetStream compacts a block into a
+	// new file and renames it over the old one) and every full scan open
+	// it anew: an fsync of the old file would not cover the new one.
+	lastFile *os.File
 }
 
 // syncRound is one fsync round. read is closed once the round has read
@@ -403,9 +420,12 @@ func (ss *streamSync) runRound(r *syncRound, chained bool) {
 			ss.durable = max(ss.durable, last)
 		}
 	}
-	if ss.closed && ss.watch != nil {
-		ss.watch.close()
-		ss.watch = nil
+	if ss.closed {
+		if ss.watch != nil {
+			ss.watch.close()
+			ss.watch = nil
+		}
+		ss.closeLastFile()
 	}
 	next := ss.next
 	ss.next = nil
@@ -442,6 +462,11 @@ func (ss *streamSync) round(metaSynced bool) error {
 		}
 	}
 	dirChanged := full || len(changed) > 0
+	// The watch reported these blocks (re)made: the kept file, if it is one
+	// of them, may be a file replaced since.
+	if full || slices.Contains(changed, ss.lastBlock) {
+		ss.closeLastFile()
+	}
 	if full {
 		if ss.watch != nil {
 			ss.watch.close()
@@ -479,15 +504,39 @@ func (ss *streamSync) round(metaSynced bool) error {
 	}
 	slices.Sort(changed)
 	changed = slices.Compact(changed)
-	for _, idx := range changed {
+	for i, idx := range changed {
+		path := filepath.Join(msgs, strconv.FormatUint(idx, 10)+".blk")
+		if i == len(changed)-1 && idx >= ss.lastBlock {
+			// The last block: synced through the kept file, opened once.
+			if ss.lastFile != nil && ss.lastFile.Name() != path {
+				ss.closeLastFile()
+			}
+			if ss.lastFile == nil {
+				f, err := os.Open(path)
+				if os.IsNotExist(err) { // removed since (all its messages deleted): nothing to sync
+					ss.lastBlock = idx
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				ss.lastFile = f
+			}
+			if err := ss.g.fsync(path, ss.lastFile); err != nil {
+				ss.closeLastFile()
+				return err
+			}
+			ss.lastBlock = idx
+			continue
+		}
 		// A block removed since (all its messages deleted) holds nothing to sync.
-		if err := ss.g.fsync(filepath.Join(msgs, strconv.FormatUint(idx, 10)+".blk")); err != nil && !os.IsNotExist(err) {
+		if err := ss.g.fsync(path, nil); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 		ss.lastBlock = max(ss.lastBlock, idx)
 	}
 	if dirChanged {
-		if err := ss.g.fsync(msgs); err != nil {
+		if err := ss.g.fsync(msgs, nil); err != nil {
 			return err
 		}
 	}
@@ -496,7 +545,7 @@ func (ss *streamSync) round(metaSynced bool) error {
 			filepath.Join(ss.dir, server.JetStreamMetaFile), filepath.Join(ss.dir, server.JetStreamMetaFileSum),
 			ss.dir, filepath.Dir(ss.dir), filepath.Dir(filepath.Dir(ss.dir)), ss.g.dir,
 		} {
-			if err := ss.g.fsync(p); err != nil && !os.IsNotExist(err) {
+			if err := ss.g.fsync(p, nil); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 		}
@@ -509,9 +558,21 @@ func (ss *streamSync) close() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.closed = true
-	if !ss.running && ss.watch != nil {
-		ss.watch.close()
-		ss.watch = nil
+	if !ss.running {
+		if ss.watch != nil {
+			ss.watch.close()
+			ss.watch = nil
+		}
+		ss.closeLastFile()
+	}
+}
+
+// closeLastFile closes the kept last block; the running round, or mu
+// held with no round running.
+func (ss *streamSync) closeLastFile() {
+	if ss.lastFile != nil {
+		_ = ss.lastFile.Close()
+		ss.lastFile = nil
 	}
 }
 

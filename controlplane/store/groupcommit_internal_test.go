@@ -52,15 +52,15 @@ func TestGroupCommitFsyncsAfterTheAck(t *testing.T) {
 	}
 
 	var durable atomic.Uint64 // every revision up to it is fsynced
-	gc.fsync = func(path string) error {
+	gc.fsync = func(path string, f *os.File) error {
 		if !strings.HasSuffix(path, ".blk") || !strings.Contains(path, "KV_"+ConfigMaps.Bucket()) {
-			return fsyncPath(path)
+			return syncFile(path, f)
 		}
 		last, err := latestRevision(ctx, kv)
 		if err != nil {
 			return err
 		}
-		if err := fsyncPath(path); err != nil {
+		if err := syncFile(path, f); err != nil {
 			return err
 		}
 		for {
@@ -131,7 +131,9 @@ func checkDurable(obj Object, durable uint64) error {
 // laid out as JetStream's and checks what each fsyncs: everything first;
 // then the last block only; a new block and the directory (also when
 // another stream's round read its event first); a block replaced by a
-// rename (a compaction) and the directory.
+// rename (a compaction) and the directory. The last block is fsynced
+// through one file kept open from round to round, and opened anew when
+// it was replaced.
 func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 	root := t.TempDir()
 	stream := filepath.Join(root, "$G", "streams", "KV_x")
@@ -152,11 +154,20 @@ func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var synced []string
+	var kept *os.File // the file the last round synced its last block through
 	gc := newGroupCommit(root)
-	gc.fsync = func(p string) error {
+	gc.fsync = func(p string, f *os.File) error {
 		rel, _ := filepath.Rel(root, p)
 		synced = append(synced, rel)
-		return fsyncPath(p)
+		if f != nil {
+			fi, err1 := f.Stat()
+			pi, err2 := os.Stat(p)
+			if err1 != nil || err2 != nil || !os.SameFile(fi, pi) {
+				t.Errorf("fsync of %s through a file that is not (or no longer) it (%v, %v)", rel, err1, err2)
+			}
+			kept = f
+		}
+		return syncFile(p, f)
 	}
 	t.Cleanup(gc.Close)
 	round := func(want ...string) {
@@ -190,7 +201,20 @@ func TestGroupCommitRoundSyncsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	round(filepath.Join(m, "1.blk"), filepath.Join(m, "3.blk"), m)
+	first := kept
 	round(filepath.Join(m, "3.blk"))
+	if kept == nil || kept != first {
+		t.Errorf("the last block was opened again (%p, then %p): want one file kept open", first, kept)
+	}
+	// The last block compacted: renamed over by a new file.
+	write("3.new")
+	if err := os.Rename(filepath.Join(msgs, "3.new"), filepath.Join(msgs, "3.blk")); err != nil {
+		t.Fatal(err)
+	}
+	round(filepath.Join(m, "3.blk"), m)
+	if kept == first {
+		t.Error("the replaced last block was fsynced through the old file")
+	}
 }
 
 // TestGroupCommitReleasesWritesAnEarlierRoundCovered checks the early
@@ -231,12 +255,12 @@ func TestGroupCommitReleasesWritesAnEarlierRoundCovered(t *testing.T) {
 	}
 	// Every fsync of a block waits for the test.
 	started, release := make(chan struct{}), make(chan struct{})
-	gc.fsync = func(p string) error {
+	gc.fsync = func(p string, f *os.File) error {
 		if strings.HasSuffix(p, ".blk") {
 			started <- struct{}{}
 			<-release
 		}
-		return fsyncPath(p)
+		return syncFile(p, f)
 	}
 	ss := gc.stream("KV_x")
 	waiting := func() { // a writer has joined the next round
