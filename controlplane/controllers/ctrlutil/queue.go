@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/orca-edge/orca/controlplane/store"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,4 +92,21 @@ func SplitKey(key string) (namespace, name string) {
 		return ns, n
 	}
 	return "", key
+}
+
+// Every calls f every period until ctx ends, the first time one period
+// after it is called (as a time.Ticker: a call that takes longer than
+// period delays the next, and ticks missed meanwhile are dropped). It
+// returns when ctx ends.
+func Every(ctx context.Context, period time.Duration, f func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }

@@ -2,6 +2,7 @@ package ctrlutil_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -45,4 +46,30 @@ func TestRunWorkersStopsWithoutDraining(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d syncs after the context ended, want the 2 in progress only", n)
 	}
+}
+
+func TestEvery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctrlutil.Every(ctx, time.Millisecond, func() { calls.Add(1) })
+	}()
+	storetest.Eventually(t, 10*time.Second, func() error {
+		if n := calls.Load(); n < 3 {
+			return fmt.Errorf("%d calls", n)
+		}
+		return nil
+	})
+	cancel()
+	storetest.Eventually(t, 10*time.Second, func() error {
+		select {
+		case <-done:
+			return nil
+		default:
+			return errors.New("Every did not return once ctx ended")
+		}
+	})
 }

@@ -100,18 +100,7 @@ func New(s *store.Store, reg *registry.Registry, dss, revs, pods, nodes *store.I
 // Run processes DaemonSets with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	go c.rec.Run(ctx)
-	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.backoff.GC()
-			}
-		}
-	}()
+	go ctrlutil.Every(ctx, time.Minute, c.backoff.GC)
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
 }
 

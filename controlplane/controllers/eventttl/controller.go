@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -39,16 +40,7 @@ func New(s *store.Store, ttl time.Duration) *Controller {
 
 // Run scans until ctx ends; workers is ignored.
 func (c *Controller) Run(ctx context.Context, _ int) {
-	t := time.NewTicker(c.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.expire(ctx, time.Now())
-		}
-	}
+	ctrlutil.Every(ctx, c.period, func() { c.expire(ctx, time.Now()) })
 }
 
 // expire deletes every Event last seen before now-ttl, each only if it

@@ -86,19 +86,10 @@ func New(s *store.Store, reg *registry.Registry, nodes, leases, pods *store.Info
 
 // Run checks nodes with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	go func() {
-		t := time.NewTicker(c.period)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				for _, n := range c.nodes.List("", nil) {
-					c.queue.Add(n.GetName())
-				}
-			}
+	go ctrlutil.Every(ctx, c.period, func() {
+		for _, n := range c.nodes.List("", nil) {
+			c.queue.Add(n.GetName())
 		}
-	}()
+	})
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
 }

@@ -150,23 +150,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !c.cfg.DisableDefaultClass {
 		c.ensureDefaultClass(ctx)
 	}
-	go func() {
-		t := time.NewTicker(ResyncPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				for _, o := range c.claims.List("", nil) {
-					c.claimQueue.Add(store.KeyOf(o))
-				}
-				for _, o := range c.volumes.List("", nil) {
-					c.volumeQueue.Add(o.GetName())
-				}
-			}
+	go ctrlutil.Every(ctx, ResyncPeriod, func() {
+		for _, o := range c.claims.List("", nil) {
+			c.claimQueue.Add(store.KeyOf(o))
 		}
-	}()
+		for _, o := range c.volumes.List("", nil) {
+			c.volumeQueue.Add(o.GetName())
+		}
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

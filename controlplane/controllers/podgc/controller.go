@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/store"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,18 +55,11 @@ func New(s *store.Store, pods, nodes *store.Informer, quarantine time.Duration) 
 
 // Run scans until ctx ends; workers is ignored (one scan at a time).
 func (c *Controller) Run(ctx context.Context, _ int) {
-	t := time.NewTicker(c.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := c.gcOrphaned(ctx); err != nil && ctx.Err() == nil {
-				slog.Warn("podgc: scan failed", "err", err)
-			}
+	ctrlutil.Every(ctx, c.period, func() {
+		if err := c.gcOrphaned(ctx); err != nil && ctx.Err() == nil {
+			slog.Warn("podgc: scan failed", "err", err)
 		}
-	}
+	})
 }
 
 // gcOrphaned deletes the pods of nodes missing for the quarantine period.

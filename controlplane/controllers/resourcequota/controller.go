@@ -111,18 +111,7 @@ func (c *Controller) enqueueNamespace(ns string) {
 // Run recalculates quotas with workers goroutines, and every quota each
 // sync period, until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	go func() {
-		t := time.NewTicker(c.period)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.enqueueNamespace("")
-			}
-		}
-	}()
+	go ctrlutil.Every(ctx, c.period, func() { c.enqueueNamespace("") })
 	ctrlutil.RunWorkers(ctx, Name, c.queue, workers, c.sync)
 }
 
