@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
+	"github.com/orca-edge/orca/nodeagent/podnet/podnettest"
 )
 
 // countedUpstream is a DNS server on loopback (UDP and TCP) answering
@@ -111,37 +111,12 @@ func clientNetns(t *testing.T) (nsPath, hostIP, nsIP string) {
 
 // dialIn dials addr over netw from inside the network namespace at path.
 func dialIn(path, netw, addr string) (net.Conn, error) {
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer self.Close()
-		ns, err := os.Open(path)
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{err: err}
-			return
-		}
-		c, err := net.DialTimeout(netw, addr, 5*time.Second)
-		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread() // else the thread ends with the goroutine
-		}
-		ch <- res{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+	var c net.Conn
+	err := podnettest.InNetNS(path, func() (err error) {
+		c, err = net.DialTimeout(netw, addr, 5*time.Second)
+		return err
+	})
+	return c, err
 }
 
 // askFrom is ask from inside the namespace at path, over netw.

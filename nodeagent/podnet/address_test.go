@@ -2,13 +2,11 @@ package podnet_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -158,42 +156,16 @@ func sortedCopy(s []string) []string {
 // getFrom is get from inside the network namespace at path.
 func getFrom(t *testing.T, path, addr string) (string, error) {
 	t.Helper()
-	type res struct {
-		c   net.Conn
-		err error
+	var c net.Conn
+	if err := podnettest.InNetNS(path, func() (err error) {
+		c, err = net.DialTimeout("tcp", addr, 2*time.Second)
+		return err
+	}); err != nil {
+		return "", err
 	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer self.Close()
-		ns, err := os.Open(path)
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{err: err}
-			return
-		}
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- res{c, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return "", r.err
-	}
-	defer r.c.Close()
-	r.c.SetDeadline(time.Now().Add(2 * time.Second))
-	b, err := io.ReadAll(r.c)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	b, err := io.ReadAll(c)
 	return string(b), err
 }
 

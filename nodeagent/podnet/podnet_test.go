@@ -3,11 +3,9 @@ package podnet_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,43 +20,17 @@ import (
 // path; it answers every connection with msg.
 func listenIn(t *testing.T, path, addr, msg string) {
 	t.Helper()
-	type res struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	if err := podnettest.InNetNS(path, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatalf("listen on %s in %s: %v", addr, path, err)
 	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer self.Close()
-		ns, err := os.Open(path)
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- res{ln, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listen on %s in %s: %v", addr, path, r.err)
-	}
-	t.Cleanup(func() { r.ln.Close() })
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
-			c, err := r.ln.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}

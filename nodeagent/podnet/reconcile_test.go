@@ -21,7 +21,8 @@ import (
 )
 
 // newNetNS makes a network namespace of t's own (`ip netns add`, deleted
-// at cleanup with everything in it) and returns its name, for inNetNS.
+// at cleanup with everything in it) and returns its name (nsPath gives
+// its path, for podnettest.InNetNS).
 func newNetNS(t *testing.T) string {
 	t.Helper()
 	b := make([]byte, 4)
@@ -94,7 +95,7 @@ func TestStaleStateAfterKilledAgent(t *testing.T) {
 		}
 	})
 	foreignAddr := "198.51.100.9/32"
-	err := inNetNS(newNetNS(t), func() error {
+	err := podnettest.InNetNS(nsPath(newNetNS(t)), func() error {
 		// The first agent: a container pod, two WASM pods; then it is
 		// killed. A pod address of a run whose state directory is gone,
 		// and addresses an administrator added, are there too.

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 	"github.com/orca-edge/orca/controlplane/store/storetest"
 	"github.com/orca-edge/orca/nodeagent/podnet"
+	"github.com/orca-edge/orca/nodeagent/podnet/podnettest"
 )
 
 // The multi-host bed of the route tests: every "host" is a network
@@ -132,7 +132,7 @@ func (b *bed) addPod(h *testHost, i int) {
 	b.ip("-n", h.podNS, "link", "set", "eth0", "up")
 	b.ip("-n", h.podNS, "route", "add", "default", "via", fmt.Sprintf("10.42.%d.1", i))
 	var ln net.Listener
-	err := inNetNS(h.podNS, func() (err error) {
+	err := podnettest.InNetNS(nsPath(h.podNS), func() (err error) {
 		ln, err = net.Listen("tcp4", h.podIP+":0")
 		return err
 	})
@@ -156,47 +156,12 @@ func (b *bed) addPod(h *testHost, i int) {
 
 func nsPath(ns string) string { return "/var/run/netns/" + ns }
 
-// inNetNS runs f on a locked OS thread inside namespace ns; sockets f
-// creates stay in ns. A thread that cannot switch back stays locked and
-// ends with its goroutine.
-func inNetNS(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromPath(nsPath(ns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		err = f()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
-
 // talk connects from from's pod to to's pod by pod IP and checks that
 // to's pod saw from's pod IP (no NAT on the way).
 func talk(from, to *testHost) error {
 	var c net.Conn
 	addr := net.JoinHostPort(to.podIP, fmt.Sprint(to.lnPort))
-	if err := inNetNS(from.podNS, func() (err error) {
+	if err := podnettest.InNetNS(nsPath(from.podNS), func() (err error) {
 		c, err = net.DialTimeout("tcp4", addr, 500*time.Millisecond)
 		return err
 	}); err != nil {

@@ -16,9 +16,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/orca-edge/orca/nodeagent/podnet"
@@ -183,4 +185,40 @@ func BridgePorts(bridge string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// InNetNS runs f on a locked OS thread inside the network namespace
+// mounted at path (/run/netns/<name>, or a pod's namespace file) and
+// returns f's error; sockets f opens stay in that namespace. A thread
+// that cannot be switched back stays locked and ends with its goroutine.
+func InNetNS(path string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := netns.GetFromPath(path)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open network namespace %s: %w", path, err)
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter network namespace %s: %w", path, err)
+			return
+		}
+		err = f()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
 }
