@@ -7,7 +7,14 @@
 // (Indexed), at most spec.parallelism at a time; a failed pod is replaced
 // after an exponential back-off (BackoffBase doubling per failure since
 // the last success, capped at BackoffMax) until more than
-// spec.backoffLimit pods have failed; spec.activeDeadlineSeconds bounds
+// spec.backoffLimit pods have failed (an Indexed Job with
+// spec.backoffLimitPerIndex counts failures per index instead, in each
+// pod's batch.kubernetes.io/job-index-failure-count annotation: an index
+// that failed more than that many times, or whose pod matched a
+// podFailurePolicy FailIndex rule, goes to status.failedIndexes and is
+// not retried; more than spec.maxFailedIndexes of them fail the Job with
+// MaxFailedIndexesExceeded, and once every index succeeded or failed it
+// fails with FailedIndexes); spec.activeDeadlineSeconds bounds
 // the Job's running time; spec.suspend deletes its pods; spec.
 // podFailurePolicy and spec.successPolicy end it early. It reports
 // status.active/ready/terminating/succeeded/failed, completedIndexes,

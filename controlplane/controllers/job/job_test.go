@@ -3,6 +3,7 @@ package job_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -459,5 +460,180 @@ func TestRestartNoDuplicatesAndUncounted(t *testing.T) {
 	j = e.waitCondition("rs", batchv1.JobComplete)
 	if j.Status.Succeeded != 3 || len(e.pods(uid)) != 2 {
 		t.Fatalf("status %+v, %d pods", j.Status, len(e.pods(uid)))
+	}
+}
+
+func indexedJob(name string, completions int32, mut ...func(*batchv1.Job)) *batchv1.Job {
+	return newJob(name, append([]func(*batchv1.Job){func(j *batchv1.Job) {
+		m := batchv1.IndexedCompletion
+		j.Spec.CompletionMode, j.Spec.Completions, j.Spec.Parallelism = &m, new(completions), new(completions)
+	}}, mut...)...)
+}
+
+// byIndex returns the active pod of each index.
+func byIndex(t *testing.T, pods []*corev1.Pod) map[string]*corev1.Pod {
+	t.Helper()
+	out := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+		if out[idx] != nil {
+			t.Fatalf("index %s has two active pods", idx)
+		}
+		out[idx] = p
+	}
+	return out
+}
+
+// indexPods returns the pods of index idx, oldest first.
+func indexPods(pods []*corev1.Pod, idx string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Annotations[batchv1.JobCompletionIndexAnnotation] == idx {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int {
+		return strings.Compare(a.Annotations[batchv1.JobIndexFailureCountAnnotation], b.Annotations[batchv1.JobIndexFailureCountAnnotation])
+	})
+	return out
+}
+
+// TestBackoffLimitPerIndex: with backoffLimitPerIndex 1 an index is
+// retried once (its pods carry failure counts 0 then 1), then failed and
+// never retried; the other indexes run on, and the Job fails with
+// FailedIndexes once each index succeeded or failed.
+func TestBackoffLimitPerIndex(t *testing.T) {
+	e, _ := newEnv(t)
+	j := e.create(indexedJob("pi", 3, func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = new(int32(1)) }))
+	if *j.Spec.BackoffLimit != math.MaxInt32 {
+		t.Fatalf("backoffLimit %d, want MaxInt32", *j.Spec.BackoffLimit)
+	}
+	uid := string(j.UID)
+	pods := byIndex(t, e.waitActive(uid, 3))
+	for idx, p := range pods {
+		if p.Annotations[batchv1.JobIndexFailureCountAnnotation] != "0" {
+			t.Fatalf("index %s: annotations %v", idx, p.Annotations)
+		}
+	}
+	e.finish(pods["0"], corev1.PodFailed, 1)
+	var retry *corev1.Pod
+	storetest.Eventually(t, wait, func() error {
+		retry = byIndex(t, active(e.pods(uid)))["0"]
+		if retry == nil || retry.Name == pods["0"].Name {
+			return fmt.Errorf("index 0 not replaced")
+		}
+		return nil
+	})
+	if c := retry.Annotations[batchv1.JobIndexFailureCountAnnotation]; c != "1" {
+		t.Fatalf("replacement failure count %q, want 1", c)
+	}
+	storetest.Eventually(t, wait, func() error {
+		if st := e.job("pi").Status; st.Failed != 1 || st.FailedIndexes == nil || *st.FailedIndexes != "" {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	e.finish(retry, corev1.PodFailed, 1)
+	storetest.Eventually(t, wait, func() error {
+		if st := e.job("pi").Status; st.Failed != 2 || st.FailedIndexes == nil || *st.FailedIndexes != "0" {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	e.finish(pods["1"], corev1.PodSucceeded, 0)
+	e.finish(pods["2"], corev1.PodSucceeded, 0)
+	j = e.waitCondition("pi", batchv1.JobFailed)
+	c := j.Status.Conditions[len(j.Status.Conditions)-1]
+	if c.Reason != batchv1.JobReasonFailedIndexes || c.Message != "Job has failed indexes" || j.Status.CompletedIndexes != "1,2" ||
+		*j.Status.FailedIndexes != "0" || j.Status.Succeeded != 2 || j.Status.Failed != 2 {
+		t.Fatalf("status %+v", j.Status)
+	}
+	if n := len(indexPods(e.pods(uid), "0")); n != 2 {
+		t.Fatalf("index 0 ran %d pods, want backoffLimitPerIndex+1 = 2", n)
+	}
+}
+
+// TestMaxFailedIndexes: with backoffLimitPerIndex 0 and maxFailedIndexes
+// 1, the second failed index fails the Job (MaxFailedIndexesExceeded) and
+// the running pods are deleted: as in Kubernetes they count as failed,
+// and so do their indexes.
+func TestMaxFailedIndexes(t *testing.T) {
+	e, _ := newEnv(t)
+	j := e.create(indexedJob("mfi", 4, func(j *batchv1.Job) {
+		j.Spec.BackoffLimitPerIndex, j.Spec.MaxFailedIndexes = new(int32(0)), new(int32(1))
+	}))
+	uid := string(j.UID)
+	pods := byIndex(t, e.waitActive(uid, 4))
+	e.finish(pods["0"], corev1.PodFailed, 1)
+	storetest.Eventually(t, wait, func() error {
+		if st := e.job("mfi").Status; st.FailedIndexes == nil || *st.FailedIndexes != "0" || st.Failed != 1 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	if n := len(e.pods(uid)); n != 4 {
+		t.Fatalf("%d pods: a failed index was retried", n)
+	}
+	e.finish(pods["2"], corev1.PodFailed, 1)
+	j = e.waitCondition("mfi", batchv1.JobFailed)
+	c := j.Status.Conditions[len(j.Status.Conditions)-1]
+	if c.Reason != batchv1.JobReasonMaxFailedIndexesExceeded || c.Message != "Job has exceeded the specified maximal number of failed indexes" ||
+		*j.Status.FailedIndexes != "0-3" || j.Status.Failed != 4 || j.Status.Active != 0 {
+		t.Fatalf("status %+v", j.Status)
+	}
+	if n := len(active(e.pods(uid))); n != 0 {
+		t.Fatalf("%d pods still active", n)
+	}
+}
+
+// TestFailIndex: a podFailurePolicy FailIndex rule fails the index at its
+// first failure, whatever backoffLimitPerIndex allows; an Ignore rule
+// retries the index without counting (the ignored failure count
+// annotation), other failures count.
+func TestFailIndex(t *testing.T) {
+	e, _ := newEnv(t)
+	j := e.create(indexedJob("fi", 3, func(j *batchv1.Job) {
+		j.Spec.BackoffLimitPerIndex = new(int32(3))
+		j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+			{Action: batchv1.PodFailurePolicyActionFailIndex, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}}},
+			{Action: batchv1.PodFailurePolicyActionIgnore, OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}}},
+		}}
+	}))
+	uid := string(j.UID)
+	pods := byIndex(t, e.waitActive(uid, 3))
+	e.finish(pods["1"], corev1.PodFailed, 42)
+	e.finish(pods["2"], corev1.PodFailed, 137, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
+	var retry *corev1.Pod
+	storetest.Eventually(t, wait, func() error {
+		retry = byIndex(t, active(e.pods(uid)))["2"]
+		if st := e.job("fi").Status; retry == nil || st.FailedIndexes == nil || *st.FailedIndexes != "1" || st.Failed != 1 {
+			return fmt.Errorf("status %+v, index 2 retry %v", st, retry != nil)
+		}
+		return nil
+	})
+	if a := retry.Annotations; a[batchv1.JobIndexFailureCountAnnotation] != "0" || a[batchv1.JobIndexIgnoredFailureCountAnnotation] != "1" {
+		t.Fatalf("index 2 retry annotations %v", a)
+	}
+	if byIndex(t, active(e.pods(uid)))["1"] != nil {
+		t.Fatal("index 1 retried after FailIndex")
+	}
+	e.finish(retry, corev1.PodFailed, 1)
+	storetest.Eventually(t, wait, func() error {
+		p := byIndex(t, active(e.pods(uid)))["2"]
+		if p == nil || p.Name == retry.Name {
+			return fmt.Errorf("index 2 not retried")
+		}
+		if a := p.Annotations; a[batchv1.JobIndexFailureCountAnnotation] != "1" || a[batchv1.JobIndexIgnoredFailureCountAnnotation] != "1" {
+			return fmt.Errorf("annotations %v", a)
+		}
+		return nil
+	})
+	for _, p := range active(e.pods(uid)) {
+		e.finish(p, corev1.PodSucceeded, 0)
+	}
+	j = e.waitCondition("fi", batchv1.JobFailed)
+	if c := j.Status.Conditions[len(j.Status.Conditions)-1]; c.Reason != batchv1.JobReasonFailedIndexes || j.Status.CompletedIndexes != "0,2" ||
+		*j.Status.FailedIndexes != "1" || j.Status.Failed != 2 || j.Status.Succeeded != 2 {
+		t.Fatalf("status %+v", j.Status)
 	}
 }

@@ -49,14 +49,19 @@ func completionIndex(p *corev1.Pod, completions int32) (int32, bool) {
 // JOB_COMPLETION_INDEX variable in every container (a fieldRef to the
 // annotation) and hostname "<job>-<index>". It returns how many were
 // created; creations are expected before the first is issued, so a sync
-// racing the informer creates no duplicates.
-func (c *Controller) createPods(ctx context.Context, key string, job *batchv1.Job, indexes []int32) (int, error) {
+// racing the informer creates no duplicates. With backoffLimitPerIndex a
+// pod also gets its index's failure counts, from the pod of replaced it
+// replaces.
+func (c *Controller) createPods(ctx context.Context, key string, job *batchv1.Job, indexes []int32, replaced map[int32]*corev1.Pod) (int, error) {
 	if len(indexes) == 0 {
 		return 0, nil
 	}
 	c.exp.Expect(key, len(indexes), 0)
 	for n, i := range indexes {
 		pod := podFromTemplate(job, i)
+		if i >= 0 && hasBackoffLimitPerIndex(job) {
+			setIndexFailureCounts(job, pod, replaced[i])
+		}
 		if _, err := c.reg.Create(ctx, c.s, store.Pods, pod); err != nil {
 			c.exp.Lower(key, len(indexes)-n, 0)
 			c.rec.Event(job, "", corev1.EventTypeWarning, "FailedCreate", "Error creating: "+err.Error())
@@ -217,7 +222,7 @@ func matchPodFailurePolicy(policy *batchv1.PodFailurePolicy, p *corev1.Pod) (str
 			return "", false, &action
 		case batchv1.PodFailurePolicyActionFailJob:
 			return msg, true, &action
-		default: // Count; FailIndex (no per-index back-off here) counts too
+		default: // Count, and FailIndex (which also ends the index: isIndexFailed)
 			return "", true, &action
 		}
 	}
@@ -318,18 +323,7 @@ func (c *Controller) backoffRemaining(job *batchv1.Job, pods []*corev1.Pod, now 
 			lastFailure = t
 		}
 	}
-	if failures == 0 {
-		return 0
-	}
-	d := c.opts.BackoffBase
-	for i := 1; i < failures && d < c.opts.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, c.opts.BackoffMax)
-	if elapsed := now.Sub(lastFailure); elapsed < d {
-		return d - elapsed
-	}
-	return 0
+	return c.backoffLeft(failures, lastFailure, now)
 }
 
 // finishTime is when pod finished: its containers' latest finishedAt,

@@ -1,10 +1,12 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -26,6 +28,9 @@ const (
 	msgBackoff      = "Job has reached the specified backoff limit"
 	msgDeadline     = "Job was active longer than specified deadline"
 	msgCompletions  = "Reached expected number of succeeded pods"
+
+	msgMaxFailedIndexes = "Job has exceeded the specified maximal number of failed indexes"
+	msgFailedIndexes    = "Job has failed indexes"
 )
 
 // counted is a finished pod to record in uncountedTerminatedPods.
@@ -95,8 +100,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	var toCount []counted
 	var ready int32
 	var failJobMsg string
+	isTracked := func(p *corev1.Pod) bool {
+		return ctrlutil.HasFinalizer(p, batchv1.JobTrackingFinalizer) && !c.finalizerRemovalPending(p.UID) && !uncounted[p.UID]
+	}
 	for _, p := range pods {
-		tracked := ctrlutil.HasFinalizer(p, batchv1.JobTrackingFinalizer) && !c.finalizerRemovalPending(p.UID) && !uncounted[p.UID]
+		tracked := isTracked(p)
 		failed := isPodFailed(p, job)
 		if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			terminating = append(terminating, p)
@@ -143,6 +151,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if indexed {
 		succeeded = completed.Total()
 	}
+	ix := indexState{completed: completed}
+	perIndex := hasBackoffLimitPerIndex(job)
+	if perIndex {
+		ix.failed = failedIndexes(job, st, pods, completions, isTracked)
+	}
 
 	// Suspension and resumption (the Suspended condition; startTime
 	// restarts on resume, so activeDeadlineSeconds counts from then).
@@ -175,6 +188,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			t, reason, msg = batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded, msgBackoff
 		case pastActiveDeadline(job, st, suspended, now):
 			t, reason, msg = batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded, msgDeadline
+		case perIndex && job.Spec.MaxFailedIndexes != nil && ix.failed.Total() > *job.Spec.MaxFailedIndexes:
+			t, reason, msg = batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, msgMaxFailedIndexes
+		case perIndex && ix.failed.Total() > 0 && ix.failed.Total()+completed.Total() >= completions:
+			t, reason, msg = batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, msgFailedIndexes
 		default:
 			if i, ok := matchSuccessPolicy(job, completed, completions); ok {
 				t, reason, msg = batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, fmt.Sprintf("Matched rules at index %d", i)
@@ -188,6 +205,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		} else if d := deadlineRemaining(job, st, suspended, now); d > 0 {
 			requeue = d
 		}
+	}
+
+	if perIndex && finishing == nil {
+		// The last failed pod of an index keeps its finalizer, uncounted,
+		// until its replacement exists (canRemoveFinalizer).
+		lastFailedPerIndex(job, &ix, pods, active, completions, isTracked)
+		waiting := map[types.UID]bool{}
+		for _, p := range ix.lastFailed {
+			waiting[p.UID] = true
+		}
+		toCount = slices.DeleteFunc(toCount, func(x counted) bool { return waiting[x.pod.UID] })
+		ignored = slices.DeleteFunc(ignored, func(p *corev1.Pod) bool { return waiting[p.UID] })
 	}
 
 	var manageErr error
@@ -213,7 +242,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		active = active[n:]
 	case c.exp.Satisfied(key):
 		var d time.Duration
-		created, active, d, manageErr = c.manage(ctx, key, job, pods, active, terminating, completed, succeeded, now)
+		created, active, d, manageErr = c.manage(ctx, key, job, pods, active, terminating, ix, succeeded, now)
 		if d > 0 && (requeue == 0 || d < requeue) {
 			requeue = d
 		}
@@ -224,6 +253,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	st.Terminating = new(int32(len(terminating)))
 	if indexed {
 		st.CompletedIndexes = completed.String()
+	}
+	if perIndex {
+		st.FailedIndexes = new(ix.failed.String())
 	}
 
 	// Record newly finished pods as uncounted, remove their finalizers,
@@ -298,9 +330,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // manage creates or deletes pods so that the Job runs as many as it
 // wants (manageJob): parallelism, less what remains to complete; none
 // for a work queue Job with a success; new pods wait out the failure
-// back-off. It returns how many pods it created, the active pods left,
-// when to sync again for the back-off (0: no need), and the errors.
-func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, pods, active, terminating []*corev1.Pod, completed batch.Intervals, succeeded int32, now time.Time) (int, []*corev1.Pod, time.Duration, error) {
+// back-off (with backoffLimitPerIndex, each index its own, and a failed
+// index gets no pod). It returns how many pods it created, the active
+// pods left, when to sync again for the back-off (0: no need), and the
+// errors.
+func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, pods, active, terminating []*corev1.Pod, ix indexState, succeeded int32, now time.Time) (int, []*corev1.Pod, time.Duration, error) {
+	completed := ix.completed
 	parallelism := *job.Spec.Parallelism
 	want := parallelism
 	if c := job.Spec.Completions; c != nil {
@@ -344,16 +379,35 @@ func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, p
 			}
 		}
 		if occupied < want {
-			if d := c.backoffRemaining(job, pods, now); d > 0 {
-				return 0, active, d, errs
+			perIndex := hasBackoffLimitPerIndex(job)
+			if !perIndex {
+				if d := c.backoffRemaining(job, pods, now); d > 0 {
+					return 0, active, d, errs
+				}
 			}
 			var idx []int32
 			for i := int32(0); i < completions && int32(len(idx)) < min(want-occupied, burst); i++ {
-				if !completed.Has(i) && !seen[i] {
+				if !completed.Has(i) && !seen[i] && !ix.failed.Has(i) {
 					idx = append(idx, i)
 				}
 			}
-			n, err := c.createPods(ctx, key, job, idx)
+			if perIndex {
+				// The first pending indexes whose back-off is over
+				// (getPodCreationInfoForIndependentIndexes).
+				var wait time.Duration
+				ready := idx[:0]
+				for _, i := range idx {
+					if d := c.indexBackoffRemaining(ix.lastFailed[i], now); d > 0 {
+						wait = min(d, cmp.Or(wait, d))
+						continue
+					}
+					ready = append(ready, i)
+				}
+				if idx = ready; len(idx) == 0 {
+					return 0, active, wait, errs
+				}
+			}
+			n, err := c.createPods(ctx, key, job, idx, ix.lastFailed)
 			return n, active, 0, errors.Join(errs, err)
 		}
 	} else if occupied < want {
@@ -364,7 +418,7 @@ func (c *Controller) manage(ctx context.Context, key string, job *batchv1.Job, p
 		for i := range idx {
 			idx[i] = -1
 		}
-		n, err := c.createPods(ctx, key, job, idx)
+		n, err := c.createPods(ctx, key, job, idx, nil)
 		return n, active, 0, err
 	}
 	if occupied > want && len(active) > 0 {

@@ -258,6 +258,9 @@ func validateJobSpec(sp *batchv1.JobSpec, p *field.Path) field.ErrorList {
 		if sp.BackoffLimitPerIndex == nil {
 			errs = append(errs, field.Required(p.Child("backoffLimitPerIndex"), "when maxFailedIndexes is specified"))
 		}
+		if sp.Completions != nil && *sp.MaxFailedIndexes > *sp.Completions {
+			errs = append(errs, field.Invalid(p.Child("maxFailedIndexes"), *sp.MaxFailedIndexes, "must be less than or equal to completions"))
+		}
 	}
 	if sp.Selector == nil {
 		errs = append(errs, field.Required(p.Child("selector"), ""))
@@ -500,7 +503,8 @@ func (ivs Intervals) Add(i int32) Intervals {
 	return merged
 }
 
-// String formats ivs as "1,3-5,7".
+// String formats ivs as "1,3-5,7,8", as the Job controller's
+// orderedIntervals: an interval of two indexes is written "7,8".
 func (ivs Intervals) String() string {
 	var b strings.Builder
 	for i, iv := range ivs {
@@ -509,7 +513,11 @@ func (ivs Intervals) String() string {
 		}
 		b.WriteString(strconv.Itoa(int(iv.First)))
 		if iv.Last > iv.First {
-			b.WriteByte('-')
+			if iv.Last == iv.First+1 {
+				b.WriteByte(',')
+			} else {
+				b.WriteByte('-')
+			}
 			b.WriteString(strconv.Itoa(int(iv.Last)))
 		}
 	}

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"math"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -105,6 +106,15 @@ func TestJob(t *testing.T) {
 		}), Errors: []string{"FieldValueInvalid:spec.template.spec.restartPolicy", "FieldValueNotSupported:spec.podFailurePolicy.rules[0].action",
 			"FieldValueInvalid:spec.podFailurePolicy.rules[0].onExitCodes.values[0]", "FieldValueInvalid:spec.podFailurePolicy.rules[0].onExitCodes.values[2]",
 			"FieldValueInvalid:spec.podFailurePolicy.rules[1]"}},
+		{Name: "backoffLimitPerIndex defaults backoffLimit to MaxInt32", Obj: job(indexed, func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = new(int32(1)) }),
+			Check: func(t *testing.T, out store.Object) {
+				if j := out.(*batchv1.Job); *j.Spec.BackoffLimit != math.MaxInt32 {
+					t.Errorf("backoffLimit %d", *j.Spec.BackoffLimit)
+				}
+			}},
+		{Name: "maxFailedIndexes at most completions", Obj: job(indexed, func(j *batchv1.Job) {
+			j.Spec.BackoffLimitPerIndex, j.Spec.MaxFailedIndexes = new(int32(1)), new(*j.Spec.Completions+1)
+		}), Errors: []string{"FieldValueInvalid:spec.maxFailedIndexes"}},
 		{Name: "successPolicy needs Indexed", Obj: job(func(j *batchv1.Job) {
 			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: new(int32(1))}}}
 		}), Errors: []string{"FieldValueInvalid:spec.completionMode"}},
@@ -175,10 +185,10 @@ func TestIntervals(t *testing.T) {
 	if err != nil || ivs.String() != "0,2-4,7" || ivs.Total() != 5 || !ivs.Has(3) || ivs.Has(1) || ivs.Has(5) || !ivs.Has(7) {
 		t.Fatalf("%v %v", ivs, err)
 	}
-	if got := ivs.Add(1).Add(6).Add(9).String(); got != "0-4,6-7,9" {
+	if got := ivs.Add(1).Add(6).Add(9).String(); got != "0-4,6,7,9" { // two adjacent indexes as "6,7", as Kubernetes
 		t.Errorf("add: %s", got)
 	}
-	if got := Intervals(nil).Add(3).Add(2).String(); got != "2-3" {
+	if got := Intervals(nil).Add(3).Add(2).String(); got != "2,3" {
 		t.Errorf("add: %s", got)
 	}
 	for _, bad := range []string{"3,1", "1-0", "0,8", "x"} {
