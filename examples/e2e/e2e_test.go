@@ -199,6 +199,34 @@ func startCluster(t *testing.T, opts ...clusterOption) *cluster {
 	return c
 }
 
+// pushModule builds pkg (a path relative to the repository) for wasip1
+// and pushes it as the module ref ("name:tag") through the CLI's REST
+// route.
+func (c *cluster) pushModule(t *testing.T, pkg, ref string) {
+	t.Helper()
+	wasmFile := filepath.Join(t.TempDir(), "module.wasm")
+	build := exec.Command("go", "build", "-o", wasmFile, pkg)
+	build.Dir = repoRoot(t)
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s for wasip1: %v\n%s", pkg, err, out)
+	}
+	data, err := os.ReadFile(wasmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, c.server+"/apis/orca.dev/v1/wasmmodules/"+ref, bytes.NewReader(data))
+	resp, err := c.sec.AdminClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("push module %s: %s %s", ref, resp.Status, body)
+	}
+}
+
 // freeNodePort returns a port in the NodePort range that nothing on
 // 127.0.0.1 listens on now.
 func freeNodePort(t *testing.T) int {

@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,27 +21,7 @@ import (
 // hello-job:v1.
 func (c *cluster) pushJobModule(t *testing.T) {
 	t.Helper()
-	wasmFile := filepath.Join(t.TempDir(), "job.wasm")
-	build := exec.Command("go", "build", "-o", wasmFile, "./examples/hello-wasm/job")
-	build.Dir = repoRoot(t)
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build job module: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(wasmFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPut, c.server+"/apis/orca.dev/v1/wasmmodules/hello-job:v1", bytes.NewReader(data))
-	resp, err := c.sec.AdminClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("push module: %s %s", resp.Status, body)
-	}
+	c.pushModule(t, "./examples/hello-wasm/job", "hello-job:v1")
 }
 
 // jobPods lists the pods of Job name.

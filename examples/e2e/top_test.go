@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,4 +103,104 @@ func TestKubectlTop(t *testing.T) {
 		}
 		t.Logf("kubectl #%d top pods --containers:\n%s", i, out)
 	}
+}
+
+// kubectl top pods lists WASM pods with the CPU their instances used:
+// an HTTP handler pod (examples/cpu-burn, one instance per request)
+// under load from the test, and a command pod burning 200 millicores.
+func TestKubectlTopWasm(t *testing.T) {
+	c := startCluster(t, func(cc *clusterConfig) { cc.metricsResolution = time.Second })
+	c.pushModule(t, "./examples/cpu-burn", "cpu-burn:v1")
+	hostPort := freeNodePort(t)
+	c.mustKubectlIn(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: burn-web
+  labels: {app: burn}
+spec:
+  runtimeClassName: wasm
+  nodeName: node-a
+  containers:
+  - name: web
+    image: cpu-burn:v1
+    ports: [{containerPort: 8080, hostPort: %d, hostIP: 127.0.0.1}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: burn-loop
+  labels: {app: burn}
+spec:
+  runtimeClassName: wasm
+  nodeName: node-a
+  containers:
+  - name: loop
+    image: cpu-burn:v1
+    env: [{name: MILLICORES, value: "200"}]
+`, hostPort), "apply", "-f", "-")
+	c.mustKubectl(t, "wait", "--for=condition=Ready", "pod/burn-web", "pod/burn-loop", "--timeout=180s")
+
+	// Load: one client after the other, 20 ms of spinning per request.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var load sync.WaitGroup
+	load.Add(1)
+	go func() {
+		defer load.Done()
+		url := fmt.Sprintf("http://127.0.0.1:%d/?ms=20", hostPort)
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	defer load.Wait()
+	defer stop()
+
+	var out string
+	storetest.Eventually(t, 2*time.Minute, func() error {
+		var err error
+		out, err = c.kubectlIn("", "top", "pods", "-l", "app=burn")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, want := range []struct {
+			pod     string
+			needMem bool
+		}{{"burn-web", false}, {"burn-loop", true}} {
+			cpu, mem, err := topRow(out, want.pod)
+			if err != nil {
+				return err
+			}
+			if cpu <= 0 {
+				return fmt.Errorf("%s: %dm CPU:\n%s", want.pod, cpu, out)
+			}
+			if want.needMem && mem <= 0 {
+				return fmt.Errorf("%s: no memory:\n%s", want.pod, out)
+			}
+		}
+		return nil
+	})
+	t.Logf("kubectl top pods -l app=burn:\n%s", out)
+}
+
+// topRow returns the CPU (millicores) and memory (MiB) columns of pod's
+// row in kubectl top pods' output.
+func topRow(out, pod string) (cpu, mem int, err error) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != pod {
+			continue
+		}
+		if _, err := fmt.Sscanf(f[1], "%dm", &cpu); err != nil {
+			return 0, 0, fmt.Errorf("CPU column %q of %s", f[1], pod)
+		}
+		if _, err := fmt.Sscanf(f[2], "%dMi", &mem); err != nil {
+			return 0, 0, fmt.Errorf("memory column %q of %s", f[2], pod)
+		}
+		return cpu, mem, nil
+	}
+	return 0, 0, fmt.Errorf("no row of %s:\n%s", pod, out)
 }
