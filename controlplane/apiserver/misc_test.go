@@ -131,7 +131,7 @@ func TestDiscovery(t *testing.T) {
 	for _, g := range groups.Groups {
 		names = append(names, g.PreferredVersion.GroupVersion)
 	}
-	if fmt.Sprint(names) != "[apiextensions.k8s.io/v1 apps/v1 authentication.k8s.io/v1 authorization.k8s.io/v1 batch/v1 certificates.k8s.io/v1 coordination.k8s.io/v1 discovery.k8s.io/v1 metrics.k8s.io/v1beta1 node.k8s.io/v1 policy/v1 rbac.authorization.k8s.io/v1 storage.k8s.io/v1 orca.dev/v1]" {
+	if fmt.Sprint(names) != "[apiextensions.k8s.io/v1 apps/v1 authentication.k8s.io/v1 authorization.k8s.io/v1 autoscaling/v2 batch/v1 certificates.k8s.io/v1 coordination.k8s.io/v1 discovery.k8s.io/v1 metrics.k8s.io/v1beta1 node.k8s.io/v1 policy/v1 rbac.authorization.k8s.io/v1 storage.k8s.io/v1 orca.dev/v1]" {
 		t.Errorf("/apis: %v", names)
 	}
 	var apps metav1.APIResourceList

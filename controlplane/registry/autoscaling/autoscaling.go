@@ -6,4 +6,4 @@ package autoscaling
 import "github.com/orca-edge/orca/controlplane/registry"
 
 // Kinds returns the autoscaling kinds in discovery order.
-func Kinds() []registry.Kind { return []registry.Kind{} }
+func Kinds() []registry.Kind { return []registry.Kind{HorizontalPodAutoscaler()} }
