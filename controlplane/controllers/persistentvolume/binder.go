@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/orca-edge/orca/controlplane/controllers/ctrlutil"
 	"github.com/orca-edge/orca/controlplane/registry/core"
@@ -79,7 +78,7 @@ func (c *Controller) syncUnboundClaim(ctx context.Context, pvc *corev1.Persisten
 			return ignoreNotFound(err)
 		}
 	}
-	className := storagehelpers.GetPersistentVolumeClaimClass(pvc)
+	className := core.PersistentVolumeClaimClass(pvc)
 	sc := c.class(className)
 	nodeName := pvc.Annotations[core.AnnSelectedNode]
 	if sc != nil && sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && nodeName == "" {
@@ -256,7 +255,7 @@ func (c *Controller) updateVolume(ctx context.Context, name string, mutate func(
 // node affinity admits node. nil when none matches.
 func FindMatchingVolume(pvc *corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, node *corev1.Node) *corev1.PersistentVolume {
 	var best *corev1.PersistentVolume
-	class := storagehelpers.GetPersistentVolumeClaimClass(pvc)
+	class := core.PersistentVolumeClaimClass(pvc)
 	request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	var sel labels.Selector = labels.Everything()
 	if pvc.Spec.Selector != nil {
@@ -267,7 +266,7 @@ func FindMatchingVolume(pvc *corev1.PersistentVolumeClaim, volumes []*corev1.Per
 		sel = s
 	}
 	for _, pv := range volumes {
-		if pv.DeletionTimestamp != nil || storagehelpers.GetPersistentVolumeClass(pv) != class {
+		if pv.DeletionTimestamp != nil || core.PersistentVolumeClass(pv) != class {
 			continue
 		}
 		if ref := pv.Spec.ClaimRef; ref != nil {

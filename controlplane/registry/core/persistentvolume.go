@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -196,6 +195,6 @@ func pvRow(obj store.Object) []any {
 		claim = pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name
 	}
 	return []any{pv.Name, storageString(pv.Spec.Capacity), AccessModesString(pv.Spec.AccessModes), string(pv.Spec.PersistentVolumeReclaimPolicy),
-		phaseOrTerminating(pv, string(pv.Status.Phase)), claim, storagehelpers.GetPersistentVolumeClass(pv), unsetOr(pv.Spec.VolumeAttributesClassName), pv.Status.Reason, registry.Age(obj),
+		phaseOrTerminating(pv, string(pv.Status.Phase)), claim, PersistentVolumeClass(pv), unsetOr(pv.Spec.VolumeAttributesClassName), pv.Status.Reason, registry.Age(obj),
 		volumeModeString(pv.Spec.VolumeMode)}
 }

@@ -7,7 +7,6 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/orca-edge/orca/controlplane/registry"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -149,6 +148,6 @@ func pvcRow(obj store.Object) []any {
 	if pvc.Spec.VolumeName != "" {
 		capacity, modes = storageString(pvc.Status.Capacity), AccessModesString(pvc.Status.AccessModes)
 	}
-	return []any{pvc.Name, phaseOrTerminating(pvc, string(pvc.Status.Phase)), pvc.Spec.VolumeName, capacity, modes, storagehelpers.GetPersistentVolumeClaimClass(pvc),
+	return []any{pvc.Name, phaseOrTerminating(pvc, string(pvc.Status.Phase)), pvc.Spec.VolumeName, capacity, modes, PersistentVolumeClaimClass(pvc),
 		unsetOr(pvc.Spec.VolumeAttributesClassName), registry.Age(obj), volumeModeString(pvc.Spec.VolumeMode)}
 }

@@ -140,3 +140,30 @@ func volumeModeString(m *corev1.PersistentVolumeMode) string {
 	}
 	return string(*m)
 }
+
+// PersistentVolumeClaimClass is the StorageClass name pvc asks for: the
+// beta annotation volume.beta.kubernetes.io/storage-class when present,
+// else spec.storageClassName, else "" (as component-helpers'
+// storage/volume.GetPersistentVolumeClaimClass; that package is not
+// imported because it links client-go's whole scheme, every API group of
+// k8s.io/api with its registration at start, for these few lines).
+func PersistentVolumeClaimClass(pvc *corev1.PersistentVolumeClaim) string {
+	if class, ok := pvc.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+		return class
+	}
+	if pvc.Spec.StorageClassName != nil {
+		return *pvc.Spec.StorageClassName
+	}
+	return ""
+}
+
+// PersistentVolumeClass is pv's StorageClass name: the beta annotation
+// volume.beta.kubernetes.io/storage-class when present, else
+// spec.storageClassName (as component-helpers'
+// storage/volume.GetPersistentVolumeClass).
+func PersistentVolumeClass(pv *corev1.PersistentVolume) string {
+	if class, ok := pv.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+		return class
+	}
+	return pv.Spec.StorageClassName
+}

@@ -33,7 +33,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/orca-edge/orca/controlplane/controllers/persistentvolume"
 	"github.com/orca-edge/orca/controlplane/registry/core"
@@ -136,7 +135,7 @@ func (p *VolumeBinding) examine(pod *corev1.Pod) podVolumes {
 			out.bound = append(out.bound, pv)
 			continue
 		}
-		sc, _ := p.l.Class(storagehelpers.GetPersistentVolumeClaimClass(pvc))
+		sc, _ := p.l.Class(core.PersistentVolumeClaimClass(pvc))
 		if sc == nil || sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 			out.status = framework.NewStatus(framework.Unschedulable, ErrReasonUnboundImmediate)
 			return out
@@ -179,7 +178,7 @@ func (p *VolumeBinding) Filter(ctx context.Context, pod *corev1.Pod, node *frame
 		if persistentvolume.FindMatchingVolume(pvc, p.l.Volumes(), node.Node) != nil {
 			continue
 		}
-		sc, _ := p.l.Class(storagehelpers.GetPersistentVolumeClaimClass(pvc))
+		sc, _ := p.l.Class(core.PersistentVolumeClaimClass(pvc))
 		if sc == nil || sc.Provisioner == noProvisioner || !topologyAllows(sc, node.Node) {
 			return framework.NewStatus(framework.Unschedulable, ErrReasonBindConflict)
 		}
