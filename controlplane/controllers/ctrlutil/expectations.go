@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/orca-edge/orca/controlplane/store"
 )
 
@@ -17,7 +19,8 @@ const DefaultExpectationsTimeout = 30 * time.Second
 // controller has done that its informers have not shown yet, as
 // kube-controller-manager's ControllerExpectations: a number of pod
 // creations and deletions (Expect, CreationObserved, DeletionObserved),
-// and writes of named objects at a resourceVersion (ExpectWrite,
+// deletions of named pods, each counted once (ExpectDeletions, as
+// UIDTrackingControllerExpectations), and writes of named objects at a resourceVersion (ExpectWrite,
 // ObserveWrites; the Deployment controller's writes to its ReplicaSets).
 // While some are pending and younger than the timeout, Satisfied is false,
 // so a burst of events does not make the controller act again on a cache
@@ -34,9 +37,10 @@ type Expectations struct {
 }
 
 type expectation struct {
-	add, del int64             // creations, deletions not yet observed
-	writes   map[string]uint64 // object name → resourceVersion written
-	at       time.Time         // last Expect or ExpectWrite
+	add, del int64              // creations, deletions not yet observed
+	deleting map[types.UID]bool // the pods of del, when ExpectDeletions named them
+	writes   map[string]uint64  // object name → resourceVersion written
+	at       time.Time          // last Expect, ExpectDeletions or ExpectWrite
 }
 
 // ExpectationsOption configures NewExpectations.
@@ -86,12 +90,29 @@ func (e *Expectations) Satisfied(key string) bool {
 }
 
 // Expect replaces key's pending creations and deletions with add and del
-// (as ControllerExpectations.SetExpectations), from now on.
+// (as ControllerExpectations.SetExpectations), from now on; any deletion
+// of a pod of key then counts (DeletionObserved).
 func (e *Expectations) Expect(key string, add, del int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.entry(key)
-	x.add, x.del, x.at = int64(add), int64(del), e.now()
+	x.add, x.del, x.deleting, x.at = int64(add), int64(del), nil, e.now()
+}
+
+// ExpectDeletions replaces key's pending creations and deletions with the
+// deletions of the pods uids, as UIDTrackingControllerExpectations'
+// ExpectDeletions: DeletionObserved then counts each of them once (a pod
+// deleted gracefully is reported when it gets its deletionTimestamp and
+// again when it goes) and no other pod.
+func (e *Expectations) ExpectDeletions(key string, uids []types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := e.entry(key)
+	x.deleting = make(map[types.UID]bool, len(uids))
+	for _, u := range uids {
+		x.deleting[u] = true
+	}
+	x.add, x.del, x.at = 0, int64(len(x.deleting)), e.now()
 }
 
 // Lower records add creations and del deletions of key as observed (or as
@@ -109,8 +130,24 @@ func (e *Expectations) Lower(key string, add, del int) {
 // CreationObserved records one creation of key as observed.
 func (e *Expectations) CreationObserved(key string) { e.Lower(key, 1, 0) }
 
-// DeletionObserved records one deletion of key as observed.
-func (e *Expectations) DeletionObserved(key string) { e.Lower(key, 0, 1) }
+// DeletionObserved records the deletion of key's pod uid as observed (or
+// as never going to be observed, when it failed). When ExpectDeletions
+// named key's pods, only the first report of one of them counts.
+func (e *Expectations) DeletionObserved(key string, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.m[key]
+	if !ok {
+		return
+	}
+	if x.deleting != nil {
+		if !x.deleting[uid] {
+			return
+		}
+		delete(x.deleting, uid)
+	}
+	x.del--
+}
 
 // ExpectWrite records that the controller stored obj, at its new
 // resourceVersion, on behalf of key; Satisfied is false until

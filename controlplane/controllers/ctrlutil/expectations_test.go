@@ -8,6 +8,7 @@ import (
 	"github.com/orca-edge/orca/controlplane/store"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // clock is a settable clock for WithExpectationsClock.
@@ -38,7 +39,7 @@ func TestExpectations(t *testing.T) {
 	if e.Satisfied("a") {
 		t.Fatal("satisfied with one deletion pending")
 	}
-	e.DeletionObserved("a")
+	e.DeletionObserved("a", "uid-1")
 	if !e.Satisfied("a") {
 		t.Fatal("not satisfied after all deletions observed")
 	}
@@ -55,6 +56,31 @@ func TestExpectations(t *testing.T) {
 	e.Delete("a")
 	if !e.Satisfied("a") {
 		t.Fatal("deleted expectations must be satisfied")
+	}
+}
+
+// Deletions named by uid count once each: a pod deleted gracefully is
+// reported when it gets its deletionTimestamp and again when it goes.
+func TestExpectDeletions(t *testing.T) {
+	e := ctrlutil.NewExpectations()
+	e.ExpectDeletions("a", []types.UID{"p1", "p2"})
+	e.DeletionObserved("a", "p1") // deletionTimestamp set
+	e.DeletionObserved("a", "p1") // gone
+	e.DeletionObserved("a", "p3") // not one the controller deleted
+	if e.Satisfied("a") {
+		t.Fatal("satisfied while p2's deletion is pending")
+	}
+	e.DeletionObserved("a", "p2")
+	if !e.Satisfied("a") {
+		t.Fatal("not satisfied after both deletions observed")
+	}
+	// Expect replaces the names: any deletion counts again.
+	e.ExpectDeletions("a", []types.UID{"p4"})
+	e.Expect("a", 0, 2)
+	e.DeletionObserved("a", "p5")
+	e.DeletionObserved("a", "p5")
+	if !e.Satisfied("a") {
+		t.Fatal("counted deletions not satisfied after two reports")
 	}
 }
 

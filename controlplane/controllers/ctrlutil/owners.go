@@ -59,7 +59,9 @@ func (o Owners) Matching(ns string, set map[string]string) []string {
 //   - a pod's controlling owner is enqueued on every change; a creation is
 //     observed when the pod is added, a deletion when it gets a
 //     deletionTimestamp (graceful deletion, so a replacement is made at
-//     once) and again when it goes;
+//     once) and when it goes (Expectations.DeletionObserved counts it
+//     once where ExpectDeletions named it, twice otherwise, as the
+//     DaemonSet controller's ControllerExpectations do);
 //   - an orphan with labels enqueues every owner matching it (Matching);
 //   - a pod whose controller changed enqueues the former one too;
 //   - an update that does not change the resourceVersion is ignored.
@@ -75,7 +77,7 @@ func (o Owners) PodHandler(q workqueue.TypedRateLimitingInterface[string], exp *
 	deletePod := func(obj store.Object) {
 		pod := obj.(*corev1.Pod)
 		if key, ok := o.Resolve(pod.Namespace, metav1.GetControllerOfNoCopy(pod)); ok {
-			exp.DeletionObserved(key)
+			exp.DeletionObserved(key, pod.UID)
 			q.Add(key)
 		}
 	}
@@ -104,7 +106,7 @@ func (o Owners) PodHandler(q workqueue.TypedRateLimitingInterface[string], exp *
 			oldRef, newRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(pod)
 			if pod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
 				if key, ok := o.Resolve(pod.Namespace, newRef); ok {
-					exp.DeletionObserved(key)
+					exp.DeletionObserved(key, pod.UID)
 				}
 			}
 			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {

@@ -224,7 +224,7 @@ func (c *Controller) syncNodes(ctx context.Context, key string, ds *appsv1.Daemo
 	}
 	for _, p := range del {
 		if err := ctrlutil.DeletePod(ctx, c.reg, c.s, p); err != nil {
-			c.exp.DeletionObserved(key)
+			c.exp.DeletionObserved(key, p.UID)
 			c.rec.Event(ds, "", corev1.EventTypeWarning, "FailedDelete", "Error deleting: "+err.Error())
 			errs = append(errs, err)
 			continue

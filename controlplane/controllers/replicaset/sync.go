@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // sync converges the ReplicaSet key ("namespace/name").
@@ -93,10 +94,19 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		victims := append([]*corev1.Pod(nil), active...)
 		sort.SliceStable(victims, func(i, j int) bool { return deleteFirst(victims[i], victims[j]) })
 		victims = victims[:n]
-		c.exp.Expect(key, 0, n)
+		uids := make([]types.UID, len(victims))
+		for i, p := range victims {
+			uids[i] = p.UID
+		}
+		// By uid, as the ReplicaSetController's UIDTrackingControllerExpectations:
+		// a pod deleted gracefully is reported twice, and counting it
+		// twice would let a sync run before the other deletions are seen.
+		c.exp.ExpectDeletions(key, uids)
 		for i, p := range victims {
 			if err := ctrlutil.DeletePod(ctx, c.reg, c.s, p); err != nil {
-				c.exp.Lower(key, 0, n-i)
+				for _, q := range victims[i:] {
+					c.exp.DeletionObserved(key, q.UID) // never to be observed
+				}
 				return err
 			}
 			c.rec.Event(rs, "", corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: "+p.Name)
