@@ -3,8 +3,10 @@ package nodeagent
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -80,6 +82,13 @@ func startContainerd(t testing.TB) *containerdEnv {
 	files := buildImages(t)
 	ce := &containerdEnv{d: containerdtest.Start(t)}
 	ce.cfg = ce.d.RuntimeConfig(t)
+	ce.importImages(t, slices.Collect(maps.Values(files))...)
+	return ce
+}
+
+// importImages imports the image archives files into ce's containerd.
+func (ce *containerdEnv) importImages(t testing.TB, files ...string) {
+	t.Helper()
 	rt := ce.runtime(t)
 	for _, f := range files {
 		r, err := os.Open(f)
@@ -89,10 +98,9 @@ func startContainerd(t testing.TB) *containerdEnv {
 		_, err = rt.Import(context.Background(), r)
 		r.Close()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("import %s: %v", f, err)
 		}
 	}
-	return ce
 }
 
 // runtime opens a containerd runtime on the test's daemon, closed at
@@ -137,18 +145,7 @@ func (ce *containerdEnv) importLifecycleImages(t testing.TB) {
 	if lifecycleImagesErr != nil {
 		t.Fatal(lifecycleImagesErr)
 	}
-	rt := ce.runtime(t)
-	for _, f := range lifecycleImagesFiles {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = rt.Import(context.Background(), r)
-		r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	ce.importImages(t, lifecycleImagesFiles...)
 }
 
 // buildToolsImage writes toolsImage's archive into dir.

@@ -34,16 +34,8 @@ func TestDNSFromContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ce.importImages(t, f)
 	rt := ce.runtime(t)
-	r, err := os.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = rt.Import(context.Background(), r)
-	r.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	pn := podnettest.Config(t)
 	_, cidr, err := net.ParseCIDR(pn.PodCIDR)
 	if err != nil {
