@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/orca-edge/orca/controlplane/registry/batch"
 	"github.com/orca-edge/orca/controlplane/store"
@@ -22,6 +23,74 @@ import (
 func (c *cluster) pushJobModule(t *testing.T) {
 	t.Helper()
 	c.pushModule(t, "./examples/hello-wasm/job", "hello-job:v1")
+}
+
+// podRecorder keeps, from a watch on the default namespace's pods, the
+// last state of each matching pod and the most that were active (not
+// finished, not being deleted) at once.
+type podRecorder struct {
+	mu   sync.Mutex
+	pods map[string]*corev1.Pod // by uid
+	gone map[string]bool        // uids deleted from the store
+	most int
+}
+
+// recordPods starts a podRecorder of the pods for which match is true,
+// until the test ends.
+func (c *cluster) recordPods(t *testing.T, match func(*corev1.Pod) bool) *podRecorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := c.store.Watch(ctx, store.Pods, "default", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &podRecorder{pods: map[string]*corev1.Pod{}, gone: map[string]bool{}}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || !match(p) {
+				continue
+			}
+			r.mu.Lock()
+			r.pods[string(p.UID)] = p
+			if ev.Type == watch.Deleted {
+				r.gone[string(p.UID)] = true
+			}
+			n := 0
+			for uid, q := range r.pods {
+				if !r.gone[uid] && isActivePod(q) {
+					n++
+				}
+			}
+			r.most = max(r.most, n)
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func isActivePod(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// maxActive is the most matching pods seen active at once.
+func (r *podRecorder) maxActive() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.most
+}
+
+// snapshot returns the last state of every matching pod seen.
+func (r *podRecorder) snapshot() []*corev1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(r.pods))
+	for _, p := range r.pods {
+		out = append(out, p)
+	}
+	return out
 }
 
 // jobPods lists the pods of Job name.
@@ -121,31 +190,12 @@ spec:
         - name: SLEEP_SECONDS
           value: "0.3"
 `
-	var mu sync.Mutex
-	maxActive := 0
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for watchCtx.Err() == nil {
-			n := 0
-			for _, p := range c.jobPods(t, "indexed") {
-				if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-					n++
-				}
-			}
-			mu.Lock()
-			maxActive = max(maxActive, n)
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	rec := c.recordPods(t, func(p *corev1.Pod) bool { return p.Labels[batchv1.JobNameLabel] == "indexed" })
 	c.mustKubectlIn(t, indexed, "apply", "-f", "-")
 	c.mustKubectl(t, "wait", "--for=condition=complete", "job/indexed", "--timeout=3m")
-	stopWatch()
-	<-done
-	if maxActive > 2 {
-		t.Errorf("%d pods active at once, want at most parallelism 2", maxActive)
+	maxActive := rec.maxActive()
+	if maxActive > 2 || maxActive == 0 {
+		t.Errorf("%d pods active at once, want at most parallelism 2 (and the watch to see some)", maxActive)
 	}
 	pods = c.jobPods(t, "indexed")
 	seen := map[string]bool{}
@@ -163,6 +213,28 @@ spec:
 	o, _ = c.store.Get(ctx, batch.Jobs, "default", "indexed")
 	if st := o.(*batchv1.Job).Status; st.CompletedIndexes != "0-4" || st.Succeeded != 5 {
 		t.Errorf("indexed status %+v", st)
+	}
+
+	// backoffLimitPerIndex: each index runs at most twice, each pod with
+	// its index's failure count; the second failed index fails the Job.
+	name := "job-backoff-limit-per-index-example"
+	c.mustKubectl(t, "apply", "-f", "examples/workloads/job-indexed.yaml")
+	c.mustKubectl(t, "wait", "--for=condition=failed", "job/"+name, "--timeout=3m")
+	o, _ = c.store.Get(ctx, batch.Jobs, "default", name)
+	j = o.(*batchv1.Job)
+	if st := j.Status; st.FailedIndexes == nil || len(strings.Split(*st.FailedIndexes, ",")) < 2 && !strings.Contains(*st.FailedIndexes, "-") ||
+		st.Conditions[len(st.Conditions)-1].Reason != batchv1.JobReasonMaxFailedIndexesExceeded {
+		t.Errorf("%s status %+v", name, st)
+	}
+	perIndex := map[string]int{}
+	for _, p := range c.jobPods(t, name) {
+		idx := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+		if n := p.Annotations[batchv1.JobIndexFailureCountAnnotation]; n != "0" && n != "1" {
+			t.Errorf("pod %s (index %s): failure count %q", p.Name, idx, n)
+		}
+		if perIndex[idx]++; perIndex[idx] > 2 {
+			t.Errorf("index %s ran %d pods, want at most backoffLimitPerIndex+1 = 2", idx, perIndex[idx])
+		}
 	}
 
 	// Deleting a Job removes its pods (background propagation).
