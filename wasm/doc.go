@@ -21,5 +21,7 @@
 // together (enforced on every memory.grow; see
 // CommandConfig.MemoryLimitBytes and HandlerConfig.MemoryLimitBytes).
 // Linear memory is kept off the Go heap, in a mapping per memory that is
-// removed when its instance ends (memory.go).
+// removed when its instance ends (memory.go). A Usage, given to Run or
+// NewCGIHandler, counts a container's CPU time (each instance's OS thread
+// CPU clock) and live linear memory, for kubectl top.
 package wasm

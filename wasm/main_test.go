@@ -56,23 +56,19 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		memhog, err := wasmtest.Build(dir, wasmtest.MemhogPackage)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if memhogMod = load(memhog, new([]byte)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		burn, err := wasmtest.Build(dir, wasmtest.BurnPackage)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if burnMod = load(burn, new([]byte)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		for _, g := range []struct {
+			pkg string
+			mod **Module
+		}{{wasmtest.MemhogPackage, &memhogMod}, {wasmtest.BurnPackage, &burnMod}} {
+			path, berr := wasmtest.Build(dir, g.pkg)
+			if berr != nil {
+				fmt.Fprintln(os.Stderr, berr)
+				return 1
+			}
+			if *g.mod = load(path, new([]byte)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
 		return m.Run()
 	}())

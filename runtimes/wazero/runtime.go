@@ -369,15 +369,24 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 // Recover returns no tasks: in-process tasks die with the agent.
 func (r *Runtime) Recover(ctx context.Context) ([]runtimes.TaskStatus, error) { return nil, nil }
 
-// Close kills the tasks still running and closes the engine.
-func (r *Runtime) Close(ctx context.Context) error {
+// list returns the tasks, running or exited; with forget it also empties
+// the table, at the same time (Close).
+func (r *Runtime) list(forget bool) []*task {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	tasks := make([]*task, 0, len(r.tasks))
 	for _, t := range r.tasks {
 		tasks = append(tasks, t)
 	}
-	r.tasks = map[string]*task{}
-	r.mu.Unlock()
+	if forget {
+		r.tasks = map[string]*task{}
+	}
+	return tasks
+}
+
+// Close kills the tasks still running and closes the engine.
+func (r *Runtime) Close(ctx context.Context) error {
+	tasks := r.list(true)
 	for _, t := range tasks {
 		t.kill()
 	}

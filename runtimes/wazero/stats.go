@@ -18,14 +18,8 @@ var _ runtimes.StatsProvider = (*Runtime)(nil)
 // linear memory of its live instances (0 for an HTTP task between
 // requests).
 func (r *Runtime) ListTaskStats(ctx context.Context) ([]runtimes.TaskStats, error) {
-	r.mu.Lock()
-	tasks := make([]*task, 0, len(r.tasks))
-	for _, t := range r.tasks {
-		tasks = append(tasks, t)
-	}
-	r.mu.Unlock()
-	out := make([]runtimes.TaskStats, 0, len(tasks))
-	for _, t := range tasks {
+	var out []runtimes.TaskStats
+	for _, t := range r.list(false) {
 		if t.snapshot().State != runtimes.StateRunning {
 			continue
 		}
