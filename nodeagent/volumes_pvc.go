@@ -16,8 +16,13 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/orca-edge/orca/controlplane/nodeapi"
-	"github.com/orca-edge/orca/controlplane/registry/core"
+	"github.com/orca-edge/orca/controlplane/store"
 )
+
+// annDynamicallyProvisioned on a PV names the provisioner that made it
+// (registry/core.AnnDynamicallyProvisioned; the agent does not link the
+// registry).
+const annDynamicallyProvisioned = "pv.kubernetes.io/provisioned-by"
 
 // localPathProvisioners are the provisioner names of the local-path
 // provisioner (controlplane/controllers/persistentvolume): the agent makes
@@ -55,7 +60,7 @@ func (a *Agent) localVolumeRecords() string { return filepath.Join(a.cfg.DataDir
 // claim's volume source makes every mount of it read-only.
 func (w *podWorker) setupClaim(ctx context.Context, v *corev1.Volume) (*volume, error) {
 	src := v.PersistentVolumeClaim
-	o, err := w.a.api.Get(ctx, core.PersistentVolumeClaims, w.pod.Namespace, src.ClaimName)
+	o, err := w.a.api.Get(ctx, store.PersistentVolumeClaims, w.pod.Namespace, src.ClaimName)
 	if err != nil {
 		return nil, fmt.Errorf("get persistentvolumeclaim %q: %w", src.ClaimName, err)
 	}
@@ -63,7 +68,7 @@ func (w *podWorker) setupClaim(ctx context.Context, v *corev1.Volume) (*volume, 
 	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
 		return nil, fmt.Errorf("persistentvolumeclaim %q is not bound (phase %s)", src.ClaimName, pvc.Status.Phase)
 	}
-	o, err = w.a.api.Get(ctx, core.PersistentVolumes, "", pvc.Spec.VolumeName)
+	o, err = w.a.api.Get(ctx, store.PersistentVolumes, "", pvc.Spec.VolumeName)
 	if err != nil {
 		return nil, fmt.Errorf("get persistentvolume %q of claim %q: %w", pvc.Spec.VolumeName, src.ClaimName, err)
 	}
@@ -87,7 +92,7 @@ func (w *podWorker) setupClaim(ctx context.Context, v *corev1.Volume) (*volume, 
 	default:
 		return nil, fmt.Errorf("persistentvolume %q: only hostPath and local volumes are supported by orca", pv.Name)
 	}
-	if localPathProvisioners[pv.Annotations[core.AnnDynamicallyProvisioned]] {
+	if localPathProvisioners[pv.Annotations[annDynamicallyProvisioned]] {
 		if err := w.a.makeLocalVolume(pv.Name, vol.path); err != nil {
 			return nil, err
 		}

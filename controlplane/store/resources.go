@@ -84,6 +84,14 @@ var (
 		New: func() Object { return &corev1.ConfigMap{} }, NewList: func() runtime.Object { return &corev1.ConfigMapList{} }}
 	Secrets = Resource{Version: "v1", Kind: "Secret", ListKind: "SecretList", Plural: "secrets", Singular: "secret", Namespaced: true,
 		New: func() Object { return &corev1.Secret{} }, NewList: func() runtime.Object { return &corev1.SecretList{} }}
+	// PersistentVolumes (cluster-scoped, short name pv) and
+	// PersistentVolumeClaims (short name pvc) are registered by
+	// registry/core; their layouts are here so that orca-agent, which reads
+	// them to mount a claim, does not link the registry.
+	PersistentVolumes = Resource{Version: "v1", Kind: "PersistentVolume", ListKind: "PersistentVolumeList", Plural: "persistentvolumes", Singular: "persistentvolume", ShortNames: []string{"pv"},
+		New: func() Object { return &corev1.PersistentVolume{} }, NewList: func() runtime.Object { return &corev1.PersistentVolumeList{} }}
+	PersistentVolumeClaims = Resource{Version: "v1", Kind: "PersistentVolumeClaim", ListKind: "PersistentVolumeClaimList", Plural: "persistentvolumeclaims", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"}, Namespaced: true,
+		New: func() Object { return &corev1.PersistentVolumeClaim{} }, NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} }}
 	Events = Resource{Version: "v1", Kind: "Event", ListKind: "EventList", Plural: "events", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
 		New: func() Object { return &corev1.Event{} }, NewList: func() runtime.Object { return &corev1.EventList{} }}
 	Deployments = Resource{Group: "apps", Version: "v1", Kind: "Deployment", ListKind: "DeploymentList", Plural: "deployments", Singular: "deployment", ShortNames: []string{"deploy"}, Namespaced: true,

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -20,10 +19,7 @@ import (
 
 // PersistentVolumes is the storage layout of core/v1 PersistentVolumes:
 // bucket "persistentvolumes", cluster-scoped keys "<name>", short name pv.
-var PersistentVolumes = store.Resource{Version: "v1", Kind: "PersistentVolume", ListKind: "PersistentVolumeList",
-	Plural: "persistentvolumes", Singular: "persistentvolume", ShortNames: []string{"pv"},
-	New:     func() store.Object { return &corev1.PersistentVolume{} },
-	NewList: func() runtime.Object { return &corev1.PersistentVolumeList{} }}
+var PersistentVolumes = store.PersistentVolumes
 
 // PVProtectionFinalizer keeps a PersistentVolume stored while a claim is
 // bound to it, as Kubernetes' StorageObjectInUseProtection admission adds

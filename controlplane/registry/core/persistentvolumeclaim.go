@@ -5,7 +5,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/orca-edge/orca/controlplane/registry"
@@ -15,10 +14,7 @@ import (
 // PersistentVolumeClaims is the storage layout of core/v1
 // PersistentVolumeClaims: bucket "persistentvolumeclaims", keys
 // "<namespace>.<name>", short name pvc.
-var PersistentVolumeClaims = store.Resource{Version: "v1", Kind: "PersistentVolumeClaim", ListKind: "PersistentVolumeClaimList",
-	Plural: "persistentvolumeclaims", Singular: "persistentvolumeclaim", ShortNames: []string{"pvc"}, Namespaced: true,
-	New:     func() store.Object { return &corev1.PersistentVolumeClaim{} },
-	NewList: func() runtime.Object { return &corev1.PersistentVolumeClaimList{} }}
+var PersistentVolumeClaims = store.PersistentVolumeClaims
 
 // PVCProtectionFinalizer keeps a claim stored while a pod uses it, as
 // Kubernetes' StorageObjectInUseProtection admission adds it and the
